@@ -1,0 +1,88 @@
+// Package daemon is what the three daemons share: their common flags, the
+// signal context that starts a graceful drain, and the systemd protocol
+// (sd_notify READY/WATCHDOG/STOPPING), which is a no-op outside systemd.
+package daemon
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/urfave/cli/v2"
+)
+
+// Version is set at build time with -ldflags "-X .../internal/daemon.Version=...".
+var Version = "0.1.0-dev"
+
+// SpoolFlag is --spool, shared by every binary.
+var SpoolFlag = &cli.StringFlag{
+	Name: "spool", Value: "./spool", EnvVars: []string{"FARRO_SPOOL"},
+	Usage: "spool directory",
+}
+
+// LogLevelFlag is --log-level.
+var LogLevelFlag = &cli.StringFlag{
+	Name: "log-level", Value: "info", EnvVars: []string{"FARRO_LOG_LEVEL"},
+	Usage: "debug, info, warn or error",
+}
+
+// App returns a cli.App with farro's conventions: version, the common flags
+// followed by flags, and action run as the default command.
+func App(name, usage string, flags []cli.Flag, action cli.ActionFunc) *cli.App {
+	return &cli.App{
+		Name: name, Usage: usage, Version: Version,
+		Flags:                append([]cli.Flag{SpoolFlag, LogLevelFlag}, flags...),
+		Action:               action,
+		HideHelpCommand:      true,
+		EnableBashCompletion: true,
+	}
+}
+
+// SignalContext returns a context cancelled by the first SIGTERM or SIGINT;
+// a second signal is left to the default handler (immediate exit).
+func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		select {
+		case <-ch:
+			signal.Stop(ch)
+			cancel()
+		case <-ctx.Done():
+			signal.Stop(ch)
+		}
+	}()
+	return ctx, cancel
+}
+
+// Ready tells systemd the daemon is up and starts the WATCHDOG=1 pings at
+// half the unit's WatchdogSec, while alive() holds, until ctx is done.
+// Outside systemd it does nothing.
+func Ready(ctx context.Context, alive func() bool) {
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(interval / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if alive == nil || alive() {
+					_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+				}
+			}
+		}
+	}()
+}
+
+// Stopping tells systemd the daemon is draining.
+func Stopping() { _, _ = daemon.SdNotify(false, daemon.SdNotifyStopping) }

@@ -1,0 +1,66 @@
+// Package logx builds farro's structured loggers: one JSON object per line
+// on stdout with the fields of seed 002 section 7.2 (timestamp with
+// milliseconds, level, message, app, actor, job_id, correlation_id, and
+// event{type,from,to} on every transition).
+package logx
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// App is the value of the app field of every line.
+const App = "farro"
+
+func init() {
+	zerolog.TimestampFieldName = "timestamp"
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
+	zerolog.ErrorFieldName = "error"
+}
+
+// New returns a logger writing JSON lines to w (stdout when nil) as actor,
+// e.g. "agentd/w1", at the given level name ("" means info).
+func New(w io.Writer, actor, level string) zerolog.Logger {
+	if w == nil {
+		w = os.Stdout
+	}
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Str("app", App).Str("actor", actor).Logger()
+}
+
+// ForJob adds the job's id and the correlation id of its current attempt.
+func ForJob(l zerolog.Logger, j *job.Job) zerolog.Logger {
+	c := l.With().Str("job_id", j.ID)
+	if j.CorrelationID != "" {
+		c = c.Str("correlation_id", j.CorrelationID)
+	}
+	return c.Logger()
+}
+
+// Transition logs a state change of j (already carrying its new status and
+// reason) as a state_transition event.
+func Transition(l zerolog.Logger, j *job.Job, from job.State) {
+	ev := l.Info()
+	if j.Status == job.Killed || j.Status == job.Failed || j.Status == job.Stale {
+		ev = l.Warn()
+	}
+	ev = ev.Str("job_id", j.ID)
+	if j.CorrelationID != "" {
+		ev = ev.Str("correlation_id", j.CorrelationID)
+	}
+	if j.Reason != "" {
+		ev = ev.Str("reason", j.Reason)
+	}
+	ev.Int("attempt", j.Attempts).
+		Dict("event", zerolog.Dict().Str("type", "state_transition").Str("from", string(from)).Str("to", string(j.Status))).
+		Msg("job status changed")
+}

@@ -1,0 +1,40 @@
+package fsq
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Rename durably moves src to dst (a file or a directory) and fsyncs both
+// parent directories, destination first. It never replaces an existing
+// destination: a directory is refused with ErrExists even when dst is an
+// empty directory. A missing src is reported as ErrVanished: someone else
+// moved it first.
+func Rename(src, dst string) error {
+	if _, err := os.Lstat(dst); err == nil {
+		return fmt.Errorf("rename %s -> %s: %w", src, dst, ErrExists)
+	}
+	hook(OpRename, src, dst)
+	if err := os.Rename(src, dst); err != nil {
+		return fmt.Errorf("rename %s -> %s: %w", src, dst, classify(err))
+	}
+	sdir, ddir := filepath.Dir(src), filepath.Dir(dst)
+	if err := SyncDir(ddir); err != nil {
+		return err
+	}
+	if sdir != ddir {
+		return SyncDir(sdir)
+	}
+	return nil
+}
+
+// RemoveAll durably removes path and everything below it, then fsyncs its
+// parent. A missing path is not an error.
+func RemoveAll(path string) error {
+	hook(OpRemove, path, "")
+	if err := os.RemoveAll(path); err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return SyncDir(filepath.Dir(path))
+}

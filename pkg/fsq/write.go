@@ -1,0 +1,137 @@
+package fsq
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/google/renameio/v2"
+)
+
+type writeConfig struct {
+	syncDir bool
+	perm    os.FileMode
+}
+
+// WriteOption tunes WriteFile.
+type WriteOption func(*writeConfig)
+
+// WithoutDirSync skips the fsync of the parent directory after the rename.
+// The file's content is still fsynced before it replaces the old one, so
+// the name always points at a complete file, old or new. Use it only where
+// losing the new version to a power cut is harmless (heartbeats).
+func WithoutDirSync() WriteOption { return func(c *writeConfig) { c.syncDir = false } }
+
+// WithPerm sets the permissions of the written file (default 0644).
+func WithPerm(perm os.FileMode) WriteOption { return func(c *writeConfig) { c.perm = perm } }
+
+// WriteFile durably and atomically replaces path with data: a temp file
+// beside the target (a dot file, invisible to scans) is written, fsynced,
+// closed and renamed over path, then the directory is fsynced. If the
+// directory has vanished the error matches ErrVanished.
+func WriteFile(path string, data []byte, opts ...WriteOption) error {
+	cfg := writeConfig{syncDir: true, perm: 0o644}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dir := filepath.Dir(path)
+	hook(OpWrite, path, "")
+	err := renameio.WriteFile(path, data, cfg.perm, renameio.WithTempDir(dir), renameio.WithStaticPermissions(cfg.perm))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, classify(err))
+	}
+	if cfg.syncDir {
+		return SyncDir(dir)
+	}
+	return nil
+}
+
+// CreateFile durably creates a new file holding data; it fails with
+// ErrExists if path exists. The file is fsynced; the directory is not (the
+// caller fsyncs the directory once after creating all its files).
+func CreateFile(path string, data []byte) error {
+	hook(OpCreate, path, "")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, classify(err))
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// AppendLine appends line (a newline is added) to path and fsyncs it. The
+// file is created if missing, and then its directory is fsynced too.
+func AppendLine(path string, line []byte) error {
+	hook(OpAppend, path, "")
+	created := false
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
+	if os.IsNotExist(err) {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		created = true
+	}
+	if err != nil {
+		return fmt.Errorf("append %s: %w", path, classify(err))
+	}
+	buf := make([]byte, 0, len(line)+1)
+	buf = append(append(buf, line...), '\n')
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	if created {
+		return SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory, making the creates, renames and removes of
+// its entries durable.
+func SyncDir(dir string) error {
+	hook(OpSyncDir, dir, "")
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, classify(err))
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MkdirDurable creates dir (parents included) and fsyncs the parent of
+// every directory it created. It is a no-op for an existing directory.
+func MkdirDurable(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil {
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("mkdir %s: %w", dir, ErrSymlink)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	hook(OpMkdir, dir, "")
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	return SyncDir(parent)
+}

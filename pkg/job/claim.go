@@ -1,0 +1,164 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+)
+
+// Holder is the identity under which an agent claims and commits jobs.
+type Holder struct {
+	Actor string // e.g. agentd/w1
+	Agent string // agent id: names in-progress/<agent>/
+}
+
+// Claimed is a job held by this process: the envelope plus the lock. Its
+// methods are safe for concurrent use (heartbeat and commit serialise).
+type Claimed struct {
+	mu     sync.Mutex
+	spool  *Spool
+	holder Holder
+	env    Envelope
+	done   bool
+}
+
+// Envelope returns a copy of the claimed job's envelope.
+func (c *Claimed) Envelope() Envelope {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.env
+	e.Lifecycle = c.env.Lifecycle.Clone()
+	return e
+}
+
+// Claim is the load-job transaction: take incoming/<id>.lock (mkdir), write
+// the owner file, verify job.json (queued, known schema), rename the job to
+// in-progress/<agent>/<id>, then mark it in-progress with attempts+1, a new
+// correlation id and a first heartbeat.
+//
+// Errors: fsq.ErrLocked (someone else has it), fsq.ErrVanished (gone),
+// ErrSchema (lock released, job left in place), ErrState (status not
+// queued; lock released), ErrCorrupt (quarantined to corrupt/).
+func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(h.Agent); err != nil {
+		return nil, fmt.Errorf("agent id: %w", err)
+	}
+	lock := s.LockPath(id)
+	if err := fsq.TryLock(lock, NewOwner(h.Actor, h.Agent).marshal()); err != nil {
+		return nil, err
+	}
+	src := s.JobDir(Queued, "", id)
+	j, err := ReadJob(src)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			if _, qerr := s.Quarantine(src, err.Error()); qerr != nil {
+				err = fmt.Errorf("%w (quarantine failed: %v)", err, qerr)
+			}
+		}
+		_ = fsq.Unlock(lock)
+		return nil, fmt.Errorf("claim %s: %w", id, err)
+	}
+	if j.Status != Queued {
+		_ = fsq.Unlock(lock)
+		return nil, fmt.Errorf("claim %s: %w: status is %s in incoming/", id, ErrState, j.Status)
+	}
+	prompt, err := ReadPrompt(src)
+	if err != nil {
+		_, qerr := s.Quarantine(src, err.Error())
+		_ = fsq.Unlock(lock)
+		return nil, fmt.Errorf("claim %s: %w: %v (quarantine: %v)", id, ErrCorrupt, err, qerr)
+	}
+	if err := fsq.MkdirDurable(s.AgentDir(h.Agent)); err != nil {
+		_ = fsq.Unlock(lock)
+		return nil, fmt.Errorf("claim %s: %w", id, err)
+	}
+	dst := s.JobDir(InProgress, h.Agent, id)
+	if err := fsq.Rename(src, dst); err != nil {
+		_ = fsq.Unlock(lock)
+		return nil, fmt.Errorf("claim %s: %w", id, err)
+	}
+	now := time.Now().UTC()
+	nj := j.Clone()
+	nj.Status, nj.Attempts, nj.Agent = InProgress, j.Attempts+1, h.Agent
+	nj.CorrelationID = id + "/" + fmt.Sprint(nj.Attempts) + "-" + randHex(3)
+	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
+	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
+	if err := fsq.WriteFile(dst+"/"+JobFile, nj.Marshal()); err != nil {
+		// Undo the move so the job is not stranded; if even that fails,
+		// watchdogd rolls the claim back (status is still queued).
+		if rerr := fsq.Rename(dst, src); rerr == nil {
+			_ = fsq.Unlock(lock)
+		}
+		return nil, fmt.Errorf("claim %s: %w", id, err)
+	}
+	_ = appendEvent(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
+	return &Claimed{spool: s, holder: h, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
+}
+
+// Heartbeat refreshes last_heartbeat in job.json. The file is fsynced but
+// its directory is not: either version is a valid job.json after a power
+// cut. fsq.ErrVanished means the job was taken away (watchdogd declared this
+// holder silent): stop working on it.
+func (c *Claimed) Heartbeat() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return nil
+	}
+	now := time.Now().UTC()
+	j := c.env.Lifecycle.Clone()
+	j.LastHeartbeat, j.UpdatedAt = &now, now
+	if err := fsq.WriteFile(c.env.Runtime.Dir+"/"+JobFile, j.Marshal(), fsq.WithoutDirSync()); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", j.ID, err)
+	}
+	c.env.Lifecycle = j
+	return nil
+}
+
+// Commit is the commit-job transaction: check the transition against the
+// map, rewrite job.json with the new status (and whatever mutate sets),
+// append the event, rename the job to its next state directory, and only
+// then remove the lock. fsq.ErrVanished means the job was taken away
+// meanwhile; the lock is then left alone, for it is no longer ours.
+func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.env.Lifecycle
+	if c.done {
+		return fmt.Errorf("commit %s: already committed", cur.ID)
+	}
+	if !CanTransition(cur.Status, to) {
+		return fmt.Errorf("commit %s: %w: %s -> %s", cur.ID, ErrIllegal, cur.Status, to)
+	}
+	now := time.Now().UTC()
+	j := cur.Clone()
+	j.Status, j.UpdatedAt, j.Reason = to, now, reason
+	if to != Queued {
+		j.FinishedAt = &now
+	}
+	if mutate != nil {
+		mutate(j)
+	}
+	dir := c.env.Runtime.Dir
+	if err := fsq.WriteFile(dir+"/"+JobFile, j.Marshal()); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
+	_ = appendEvent(dir, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID})
+	dst := c.spool.JobDir(to, "", j.ID)
+	if err := fsq.Rename(dir, dst); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
+	c.done = true
+	c.env.Lifecycle, c.env.Runtime.Dir = j, dst
+	if err := fsq.Unlock(c.env.Runtime.Lock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+)
+
+// Move is the transaction of every actor that does not hold a claim
+// (managerd, farroctl, watchdogd's follow-ups): it moves job id from state
+// from (never InProgress) to state to, holding the job's lock throughout so
+// that it never races an agent or another mover. mutate may adjust the job
+// (it sees the new status already set) and may veto by returning an error.
+//
+// Errors: fsq.ErrLocked (busy: try later), fsq.ErrVanished (not there),
+// ErrState (its status is not from), ErrIllegal, ErrCorrupt (quarantined).
+func (s *Spool) Move(id string, from, to State, actor, reason string, mutate func(*Job) error) (*Job, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	if from == InProgress {
+		return nil, fmt.Errorf("move %s: in-progress jobs move only by their holder or by recovery", id)
+	}
+	if !CanTransition(from, to) {
+		return nil, fmt.Errorf("move %s: %w: %s -> %s", id, ErrIllegal, from, to)
+	}
+	lock := s.LockPath(id)
+	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {
+		return nil, fmt.Errorf("move %s: %w", id, err)
+	}
+	defer fsq.Unlock(lock)
+	src := s.JobDir(from, "", id)
+	j, err := ReadJob(src)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			if _, qerr := s.Quarantine(src, err.Error()); qerr != nil {
+				err = fmt.Errorf("%w (quarantine failed: %v)", err, qerr)
+			}
+		}
+		return nil, fmt.Errorf("move %s: %w", id, err)
+	}
+	if j.Status != from {
+		return nil, fmt.Errorf("move %s: %w: status is %s in %s/", id, ErrState, j.Status, from.Dir())
+	}
+	return s.apply(j, src, to, actor, reason, mutate)
+}
+
+// apply writes the new status into src/job.json, appends the event and
+// renames src into to's directory. The caller holds the lock.
+func (s *Spool) apply(j *Job, src string, to State, actor, reason string, mutate func(*Job) error) (*Job, error) {
+	now := time.Now().UTC()
+	nj := j.Clone()
+	nj.Status, nj.UpdatedAt, nj.Reason = to, now, reason
+	if to != Deferred {
+		nj.NotBefore = nil
+	}
+	if to == Killed || to == Succeeded {
+		if nj.FinishedAt == nil {
+			nj.FinishedAt = &now
+		}
+	}
+	if mutate != nil {
+		if err := mutate(nj); err != nil {
+			return nil, fmt.Errorf("move %s: %w", j.ID, err)
+		}
+	}
+	if err := fsq.WriteFile(src+"/"+JobFile, nj.Marshal()); err != nil {
+		return nil, fmt.Errorf("move %s: %w", j.ID, err)
+	}
+	_ = appendEvent(src, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID})
+	if err := fsq.Rename(src, s.JobDir(to, nj.Agent, j.ID)); err != nil {
+		return nil, fmt.Errorf("move %s: %w", j.ID, err)
+	}
+	return nj, nil
+}

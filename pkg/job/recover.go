@@ -1,0 +1,162 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+)
+
+// Outcome says what a recovery did to one job.
+type Outcome struct {
+	ID     string `json:"id"`
+	Action string `json:"action"` // see the Action* constants
+	From   State  `json:"from,omitempty"`
+	To     State  `json:"to,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Recovery actions.
+const (
+	ActionNone          = "none"           // consistent; only the lock was removed, if any
+	ActionStale         = "stale"          // in-progress job moved to stale/
+	ActionRolledBack    = "rolled-back"    // half-done claim undone: back to incoming/
+	ActionRolledForward = "rolled-forward" // half-done commit completed
+	ActionRepaired      = "repaired"       // status rewritten to match the location
+)
+
+// RecoverLock recovers job id whose lock is held by a dead (or silent)
+// owner, or which has no lock at all (Reconcile takes one first). It rolls
+// the half-done transaction forward or back so the job exists exactly once
+// in the state its job.json names, then removes the lock.
+//
+// An in-progress job is first renamed to stale/ — the rename is atomic, so
+// a silent owner that wakes up finds its job gone and stops — and then
+// marked stale, or moved on to where a half-done commit was taking it.
+func (s *Spool) RecoverLock(id, actor, why string) (Outcome, error) {
+	out, err := s.recoverJob(id, actor, why)
+	if err != nil {
+		return out, err
+	}
+	if err := fsq.Unlock(s.LockPath(id)); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// Reconcile takes job id's lock and recovers it as RecoverLock does. It is
+// for jobs found in-progress without a lock, or whose status disagrees with
+// their directory (after a power cut). fsq.ErrLocked means someone holds
+// the job: not ours to fix.
+func (s *Spool) Reconcile(id, actor, why string) (Outcome, error) {
+	if err := fsq.TryLock(s.LockPath(id), NewOwner(actor, "").marshal()); err != nil {
+		return Outcome{ID: id}, err
+	}
+	return s.RecoverLock(id, actor, why)
+}
+
+func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
+	out := Outcome{ID: id, Action: ActionNone}
+	locs, err := s.Locate(id)
+	if errors.Is(err, ErrNotFound) {
+		out.Detail = "no job for this lock"
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	if len(locs) > 1 {
+		return out, fmt.Errorf("recover %s: %w: found in %d places; run farroctl fsck", id, ErrDuplicate, len(locs))
+	}
+	loc := locs[0]
+	if loc.State == InProgress {
+		stale := s.JobDir(Stale, "", id)
+		if err := fsq.Rename(loc.Dir, stale); err != nil {
+			return out, fmt.Errorf("recover %s: %w", id, err)
+		}
+		loc = Location{State: Stale, Dir: stale}
+		j, err := ReadJob(stale)
+		if err != nil {
+			return s.quarantineOutcome(out, stale, err)
+		}
+		switch {
+		case j.Status == InProgress:
+			_, err := s.rewrite(j, stale, Stale, actor, why, func(j *Job) { j.FinishedAt = nowPtr() })
+			out.Action, out.From, out.To = ActionStale, InProgress, Stale
+			return out, err
+		case j.Status == Queued:
+			out.Action, out.From, out.To = ActionRolledBack, InProgress, Queued
+			return out, s.renameTo(stale, Queued, id)
+		case CanTransition(InProgress, j.Status):
+			out.Action, out.From, out.To = ActionRolledForward, InProgress, j.Status
+			return out, s.renameTo(stale, j.Status, id)
+		}
+		// stale/ with an unexpected status: fall through to the general case.
+	}
+	j, err := ReadJob(loc.Dir)
+	if err != nil {
+		return s.quarantineOutcome(out, loc.Dir, err)
+	}
+	switch {
+	case j.Status == loc.State:
+		return out, nil
+	case loc.State == Stale && j.Status == InProgress:
+		out.Action, out.From, out.To = ActionStale, InProgress, Stale
+		_, err := s.rewrite(j, loc.Dir, Stale, actor, why, nil)
+		return out, err
+	case loc.State == Queued && j.Status == InProgress:
+		// The claim's rename was lost (power cut) but its status write
+		// survived: the claim is undone; the attempt stays counted.
+		out.Action, out.From, out.To = ActionRolledBack, InProgress, Queued
+		_, err := s.rewrite(j, loc.Dir, Queued, actor, "claim rolled back: "+why, nil)
+		return out, err
+	case CanTransition(loc.State, j.Status) && j.Status != InProgress:
+		out.Action, out.From, out.To = ActionRolledForward, loc.State, j.Status
+		return out, s.renameTo(loc.Dir, j.Status, id)
+	}
+	out.Action, out.From, out.To = ActionRepaired, j.Status, loc.State
+	out.Detail = fmt.Sprintf("status %s did not match directory %s/", j.Status, loc.State.Dir())
+	_, err = s.rewrite(j, loc.Dir, loc.State, actor, "status repaired to match its directory", nil)
+	return out, err
+}
+
+// rewrite sets the status of the job at dir in place (no rename) with an
+// event. Recovery uses it where the directory already is the truth.
+func (s *Spool) rewrite(j *Job, dir string, to State, actor, reason string, mutate func(*Job)) (*Job, error) {
+	now := time.Now().UTC()
+	nj := j.Clone()
+	nj.Status, nj.UpdatedAt, nj.Reason = to, now, reason
+	if mutate != nil {
+		mutate(nj)
+	}
+	if err := fsq.WriteFile(dir+"/"+JobFile, nj.Marshal()); err != nil {
+		return nil, fmt.Errorf("recover %s: %w", j.ID, err)
+	}
+	_ = appendEvent(dir, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID})
+	return nj, nil
+}
+
+func (s *Spool) renameTo(dir string, st State, id string) error {
+	if err := fsq.Rename(dir, s.JobDir(st, "", id)); err != nil {
+		return fmt.Errorf("recover %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Spool) quarantineOutcome(out Outcome, dir string, err error) (Outcome, error) {
+	if errors.Is(err, ErrCorrupt) {
+		q, qerr := s.Quarantine(dir, err.Error())
+		if qerr != nil {
+			return out, fmt.Errorf("recover %s: %w (quarantine failed: %v)", out.ID, err, qerr)
+		}
+		out.Action, out.Detail = "quarantined", q
+		return out, nil
+	}
+	return out, fmt.Errorf("recover %s: %w", out.ID, err)
+}
+
+func nowPtr() *time.Time {
+	t := time.Now().UTC()
+	return &t
+}

@@ -1,0 +1,171 @@
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+)
+
+// Spool is a spool directory tree. Its methods are the job transactions.
+type Spool struct {
+	Root string
+}
+
+// Directories of the spool besides the state directories.
+const (
+	TmpDir     = "tmp"
+	CorruptDir = "corrupt"
+	LockSuffix = ".lock"
+)
+
+// Open returns the spool at root, creating any missing directory of the
+// layout (durably).
+func Open(root string) (*Spool, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", root, err)
+	}
+	s := &Spool{Root: abs}
+	dirs := []string{TmpDir, CorruptDir}
+	for _, st := range States {
+		dirs = append(dirs, st.Dir())
+	}
+	for _, d := range dirs {
+		p := filepath.Join(abs, d)
+		if err := fsq.MkdirDurable(p); err != nil {
+			return nil, fmt.Errorf("spool layout: %w", err)
+		}
+		if ok, err := fsq.IsRealDir(p); err != nil || !ok {
+			return nil, fmt.Errorf("spool layout: %s is not a directory", p)
+		}
+	}
+	return s, nil
+}
+
+// Path joins elements below the spool root.
+func (s *Spool) Path(elem ...string) string {
+	return filepath.Join(append([]string{s.Root}, elem...)...)
+}
+
+// StateDir is the directory of st (for InProgress, the parent of the agent
+// directories).
+func (s *Spool) StateDir(st State) string { return s.Path(st.Dir()) }
+
+// AgentDir is in-progress/<agent>.
+func (s *Spool) AgentDir(agent string) string { return s.Path(InProgress.Dir(), agent) }
+
+// JobDir is where job id lives in state st (agent only for InProgress).
+func (s *Spool) JobDir(st State, agent, id string) string {
+	if st == InProgress {
+		return s.Path(InProgress.Dir(), agent, id)
+	}
+	return s.Path(st.Dir(), id)
+}
+
+// LockPath is the claim lock of job id: incoming/<id>.lock.
+func (s *Spool) LockPath(id string) string { return s.Path(Queued.Dir(), id+LockSuffix) }
+
+// Location is one place a job directory was found.
+type Location struct {
+	State State  `json:"state"`
+	Agent string `json:"agent,omitempty"`
+	Dir   string `json:"dir"`
+}
+
+// Locate finds every directory named id in the state directories. A
+// healthy spool yields exactly one location; none means ErrNotFound.
+func (s *Spool) Locate(id string) ([]Location, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	var locs []Location
+	check := func(st State, agent, dir string) {
+		if _, err := os.Lstat(dir); err == nil {
+			locs = append(locs, Location{State: st, Agent: agent, Dir: dir})
+		}
+	}
+	for _, st := range States {
+		if st == InProgress {
+			agents, err := fsq.ScanDir(s.StateDir(InProgress))
+			if err != nil {
+				return nil, err
+			}
+			for _, a := range agents.Dirs {
+				check(InProgress, a, s.JobDir(InProgress, a, id))
+			}
+			continue
+		}
+		check(st, "", s.JobDir(st, "", id))
+	}
+	if len(locs) == 0 {
+		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
+	}
+	return locs, nil
+}
+
+// ReadJob reads and validates dir/job.json. A symlink or non-directory in
+// place of the job directory, or a job.json whose id differs from the
+// directory name, is ErrCorrupt.
+func ReadJob(dir string) (*Job, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", dir, fsq.ErrVanished)
+		}
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory (symlinks are refused)", ErrCorrupt, dir)
+	}
+	data, err := fsq.ReadFileNoFollow(filepath.Join(dir, JobFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, derr := os.Lstat(dir); derr != nil {
+				return nil, fmt.Errorf("%s: %w", dir, fsq.ErrVanished)
+			}
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, dir, err)
+	}
+	j, err := ParseJob(data)
+	if err != nil {
+		return j, fmt.Errorf("%s: %w", dir, err)
+	}
+	if j.ID != filepath.Base(dir) {
+		return nil, fmt.Errorf("%w: %s: job.json names id %q", ErrCorrupt, dir, j.ID)
+	}
+	return j, nil
+}
+
+// ReadPrompt reads dir/prompt.json.
+func ReadPrompt(dir string) (json.RawMessage, error) {
+	b, err := fsq.ReadFileNoFollow(filepath.Join(dir, PromptFile))
+	if err != nil {
+		return nil, fmt.Errorf("prompt: %w", err)
+	}
+	return b, nil
+}
+
+// Quarantine moves path (a job directory, or whatever was planted in its
+// place) into corrupt/ under a unique name, with a sibling
+// <name>.quarantine.json saying why. Nothing is ever deleted. It returns the
+// new path.
+func (s *Spool) Quarantine(path, reason string) (string, error) {
+	name := filepath.Base(path) + "." + time.Now().UTC().Format("20060102T150405.000000Z")
+	dst := s.Path(CorruptDir, name)
+	if err := fsq.Rename(path, dst); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	note, _ := json.MarshalIndent(map[string]any{
+		"from": path, "reason": reason, "at": time.Now().UTC(),
+	}, "", "  ")
+	if err := fsq.WriteFile(dst+".quarantine.json", append(note, '\n')); err != nil {
+		return dst, fmt.Errorf("quarantine note: %w", err)
+	}
+	return dst, nil
+}
