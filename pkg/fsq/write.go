@@ -37,14 +37,27 @@ func WriteFile(path string, data []byte, opts ...WriteOption) error {
 	}
 	dir := filepath.Dir(path)
 	hook(OpWrite, path, "")
-	err := renameio.WriteFile(path, data, cfg.perm, renameio.WithTempDir(dir), renameio.WithStaticPermissions(cfg.perm))
-	if err != nil {
+	// Not renameio.WriteFile: it keeps an existing file's permissions,
+	// overriding WithPerm.
+	if err := writeAtomic(path, dir, data, cfg.perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, classify(err))
 	}
 	if cfg.syncDir {
 		return SyncDir(dir)
 	}
 	return nil
+}
+
+func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return err
+	}
+	return pf.CloseAtomicallyReplace()
 }
 
 // CreateFile durably creates a new file holding data; it fails with

@@ -10,7 +10,7 @@ import (
 
 // Move is the transaction of every actor that does not hold a claim
 // (managerd, farroctl, watchdogd's follow-ups): it moves job id from state
-// from (never InProgress) to state to, holding the job's lock throughout so
+// from to state to (neither may be InProgress), holding the job's lock throughout so
 // that it never races an agent or another mover. mutate may adjust the job
 // (it sees the new status already set) and may veto by returning an error.
 //
@@ -20,11 +20,11 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	if from == InProgress {
-		return nil, fmt.Errorf("move %s: in-progress jobs move only by their holder or by recovery", id)
-	}
 	if !CanTransition(from, to) {
 		return nil, fmt.Errorf("move %s: %w: %s -> %s", id, ErrIllegal, from, to)
+	}
+	if from == InProgress || to == InProgress {
+		return nil, fmt.Errorf("move %s: in-progress jobs move only by their holder or by recovery, and only Claim makes them", id)
 	}
 	lock := s.LockPath(id)
 	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {

@@ -50,10 +50,17 @@ func (s *Spool) RecoverLock(id, actor, why string) (Outcome, error) {
 // their directory (after a power cut). fsq.ErrLocked means someone holds
 // the job: not ours to fix.
 func (s *Spool) Reconcile(id, actor, why string) (Outcome, error) {
-	if err := fsq.TryLock(s.LockPath(id), NewOwner(actor, "").marshal()); err != nil {
+	lock := s.LockPath(id)
+	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {
 		return Outcome{ID: id}, err
 	}
-	return s.RecoverLock(id, actor, why)
+	out, err := s.RecoverLock(id, actor, why)
+	if err != nil {
+		// The lock is ours and alive: left behind, nobody would ever
+		// recover the job again.
+		_ = fsq.Unlock(lock)
+	}
+	return out, err
 }
 
 func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
@@ -88,6 +95,10 @@ func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
 		case j.Status == Queued:
 			out.Action, out.From, out.To = ActionRolledBack, InProgress, Queued
 			return out, s.renameTo(stale, Queued, id)
+		case j.Status == Stale:
+			// A commit to stale died before its rename: already there.
+			out.Action, out.From, out.To = ActionRolledForward, InProgress, Stale
+			return out, nil
 		case CanTransition(InProgress, j.Status):
 			out.Action, out.From, out.To = ActionRolledForward, InProgress, j.Status
 			return out, s.renameTo(stale, j.Status, id)

@@ -1,0 +1,101 @@
+// Command agentd is farro's worker daemon: it claims jobs from the spool,
+// runs their handler, heartbeats, and commits the outcome.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/agent"
+	"github.com/farro-dev/farro/internal/daemon"
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+func main() {
+	app := daemon.App("agentd", "farro worker daemon: claims and runs jobs", []cli.Flag{
+		&cli.StringFlag{Name: "id", EnvVars: []string{"FARRO_AGENT_ID"}, Required: true, Usage: "agent id (names in-progress/<id>/)"},
+		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces)"},
+		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots"},
+		&cli.DurationFlag{Name: "timeout", Value: time.Hour, EnvVars: []string{"FARRO_TIMEOUT"}, Usage: "per-job timeout (0: none); kills the handler's process group"},
+		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval"},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"FARRO_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, time running jobs get to finish before they are released"},
+		&cli.DurationFlag{Name: "kill-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_KILL_GRACE"}, Usage: "SIGTERM to SIGKILL delay when a handler is stopped"},
+		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup)"},
+		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
+	}, run)
+	app.ArgsUsage = "[--exec CMD [ARG...]]"
+	args, handlerArgs := splitExec(os.Args)
+	app.Metadata = map[string]any{"exec-args": handlerArgs}
+	if err := app.Run(args); err != nil {
+		fmt.Fprintln(os.Stderr, "agentd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c *cli.Context) error {
+	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
+	spool, err := job.Open(c.String("spool"))
+	if err != nil {
+		return err
+	}
+	var command []string
+	if handlerArgs, _ := c.App.Metadata["exec-args"].([]string); len(handlerArgs) > 0 {
+		command = handlerArgs
+	} else if e := c.String("exec"); e != "" {
+		command = strings.Fields(e)
+	}
+	a, err := agent.New(agent.Config{
+		Spool: spool, ID: c.String("id"),
+		Handlers: map[string]agent.Handler{
+			"exec": &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")},
+			"noop": agent.Noop,
+		},
+		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
+		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
+		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"), Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := daemon.SignalContext(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.Ready():
+			log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("exec", command).Msg("agentd ready")
+			daemon.Ready(ctx, nil)
+		case <-ctx.Done():
+		}
+	}()
+	err = a.Run(ctx)
+	daemon.Stopping()
+	if err != nil {
+		log.Error().Err(err).Msg("agentd stopped")
+		return err
+	}
+	log.Info().Msg("agentd stopped")
+	return nil
+}
+
+// splitExec cuts "--exec CMD [ARG...]" off the command line: everything
+// after --exec belongs to the handler command, flags included.
+func splitExec(args []string) (agentArgs, command []string) {
+	for i, a := range args {
+		switch {
+		case a == "--exec" || a == "-exec":
+			return args[:i], args[i+1:]
+		case strings.HasPrefix(a, "--exec=") || strings.HasPrefix(a, "-exec="):
+			_, v, _ := strings.Cut(a, "=")
+			return args[:i], append([]string{v}, args[i+1:]...)
+		case a == "--":
+			return args, nil
+		}
+	}
+	return args, nil
+}

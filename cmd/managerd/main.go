@@ -1,0 +1,96 @@
+// Command managerd is farro's manager daemon: it retries failed jobs after
+// an exponential backoff with jitter (through deferred/), requeues stale
+// jobs, kills jobs out of attempts, promotes due deferred jobs to incoming/,
+// sweeps tmp/ and applies the retention of terminal jobs.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/daemon"
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/manager"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+func main() {
+	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "managerd:", err)
+		os.Exit(1)
+	}
+}
+
+// newApp builds the command; logs and help go to stdout, usage errors to
+// stderr.
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := daemon.App("managerd", "farro manager daemon: retry policy, deferred jobs, tmp sweep, retention", []cli.Flag{
+		&cli.IntFlag{Name: "max-attempts", Value: 3, EnvVars: []string{"FARRO_MAX_ATTEMPTS"}, Usage: "attempts of a job whose own max_attempts is 0"},
+		&cli.DurationFlag{Name: "backoff-base", Value: time.Second, EnvVars: []string{"FARRO_BACKOFF_BASE"}, Usage: "retry backoff cap after the first failure (doubles per attempt; full jitter)"},
+		&cli.DurationFlag{Name: "backoff-max", Value: 5 * time.Minute, EnvVars: []string{"FARRO_BACKOFF_MAX"}, Usage: "largest retry backoff cap"},
+		&cli.DurationFlag{Name: "retention", Value: 0, EnvVars: []string{"FARRO_RETENTION"}, Usage: "remove succeeded and killed jobs finished longer ago than this (0: keep forever)"},
+		&cli.DurationFlag{Name: "tmp-max-age", Value: time.Hour, EnvVars: []string{"FARRO_TMP_MAX_AGE"}, Usage: "remove tmp/ leftovers older than this"},
+		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period (fsnotify backup)"},
+		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
+	}, func(c *cli.Context) error { return run(c, stdout) })
+	app.Writer, app.ErrWriter = stdout, stderr
+	return app
+}
+
+func run(c *cli.Context, stdout io.Writer) error {
+	cfg := manager.Config{
+		MaxAttempts: c.Int("max-attempts"),
+		BackoffBase: c.Duration("backoff-base"), BackoffMax: c.Duration("backoff-max"),
+		Retention: c.Duration("retention"), TmpMaxAge: c.Duration("tmp-max-age"),
+		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
+	}
+	if err := validate(cfg); err != nil {
+		return err
+	}
+	log := logx.New(stdout, manager.Actor, c.String("log-level"))
+	spool, err := job.Open(c.String("spool"))
+	if err != nil {
+		log.Error().Err(err).Msg("cannot open spool")
+		return err
+	}
+	ctx, cancel := daemon.SignalContext(c.Context)
+	defer cancel()
+	var m *manager.Manager
+	cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }
+	m = manager.New(spool, cfg, log)
+	log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
+		Dur("backoff_base", cfg.BackoffBase).Dur("backoff_max", cfg.BackoffMax).
+		Dur("retention", cfg.Retention).Dur("tmp_max_age", cfg.TmpMaxAge).
+		Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
+	err = m.Run(ctx)
+	daemon.Stopping()
+	if err != nil {
+		log.Error().Err(err).Msg("managerd stopped")
+		return err
+	}
+	log.Info().Msg("managerd stopped")
+	return nil
+}
+
+func validate(cfg manager.Config) error {
+	switch {
+	case cfg.MaxAttempts < 1:
+		return errors.New("--max-attempts must be at least 1")
+	case cfg.BackoffBase <= 0:
+		return errors.New("--backoff-base must be positive")
+	case cfg.BackoffMax < cfg.BackoffBase:
+		return errors.New("--backoff-max must not be below --backoff-base")
+	case cfg.Retention < 0:
+		return errors.New("--retention must not be negative")
+	case cfg.TmpMaxAge <= 0:
+		return errors.New("--tmp-max-age must be positive")
+	case cfg.Rescan <= 0:
+		return errors.New("--rescan must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+// Package agent is agentd's logic: it keeps an index of incoming/, claims
+// the best job for each free worker slot, runs its handler while
+// heartbeating and watching for operator requests, and commits the outcome.
+// On drain it lets running jobs finish within a timeout, then releases the
+// rest back to queued.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Config configures an Agent.
+type Config struct {
+	Spool        *job.Spool
+	ID           string             // agent id: in-progress/<ID>/
+	Handlers     map[string]Handler // by job kind
+	Concurrency  int                // worker slots (default 1)
+	Timeout      time.Duration      // per job; 0 = none
+	Heartbeat    time.Duration      // default 2s
+	ControlPoll  time.Duration      // default 200ms
+	DrainTimeout time.Duration      // default 30s
+	Rescan       time.Duration      // default 10s
+	NoNotify     bool               // no fsnotify: rescans only
+	Log          zerolog.Logger
+}
+
+// Agent runs jobs from one spool.
+type Agent struct {
+	cfg    Config
+	holder job.Holder
+	idx    *index
+	log    zerolog.Logger
+	busy   atomic.Int64
+	ready  chan struct{}
+	rdOnce sync.Once
+}
+
+// Stop causes, for context.Cause.
+var (
+	errDrain   = errors.New("agent draining: job released")
+	errLost    = errors.New("job taken away (declared silent)")
+	errTimeout = errors.New("timed out")
+)
+
+type controlCause struct{ c *job.Control }
+
+func (c controlCause) Error() string { return "operator " + c.c.Action }
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if err := job.ValidateID(cfg.ID); err != nil {
+		return nil, fmt.Errorf("agent id: %w", err)
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 2 * time.Second
+	}
+	if cfg.ControlPoll <= 0 {
+		cfg.ControlPoll = 200 * time.Millisecond
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	actor := "agentd/" + cfg.ID
+	return &Agent{
+		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
+		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the first scan of incoming/ is done.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Busy is the number of jobs running now.
+func (a *Agent) Busy() int { return int(a.busy.Load()) }
+
+// Run claims and runs jobs until ctx is done, then drains: running jobs get
+// DrainTimeout to finish, after which they are stopped and released.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
+		return err
+	}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	events := make(chan fsq.Event, 1024)
+	werr := make(chan error, 1)
+	go func() {
+		werr <- fsq.Watch(watchCtx, fsq.WatchConfig{
+			Dirs: []string{a.cfg.Spool.StateDir(job.Queued)}, Rescan: a.cfg.Rescan, NoNotify: a.cfg.NoNotify,
+		}, events)
+	}()
+	go a.consume(watchCtx, events)
+
+	// Jobs run under runCtx, which outlives ctx by the drain timeout.
+	runCtx, stopRuns := context.WithCancelCause(context.Background())
+	defer stopRuns(nil)
+	var wg sync.WaitGroup
+	for i := 0; i < a.cfg.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.slot(ctx, runCtx)
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-werr:
+		if err != nil {
+			stopRuns(errDrain)
+			wg.Wait()
+			return fmt.Errorf("watch incoming: %w", err)
+		}
+	}
+	a.log.Info().Int("running", a.Busy()).Dur("drain_timeout", a.cfg.DrainTimeout).Msg("draining")
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(a.cfg.DrainTimeout):
+		a.log.Warn().Int("running", a.Busy()).Msg("drain timeout: releasing running jobs")
+		stopRuns(errDrain)
+		<-done
+	}
+	return nil
+}
+
+func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			switch {
+			case ev.Rescan:
+				if err := a.idx.rescan(); err != nil {
+					a.log.Error().Err(err).Msg("rescan incoming")
+				}
+				a.rdOnce.Do(func() { close(a.ready) })
+			case ev.Created:
+				a.idx.add(ev.Name)
+			case ev.Removed:
+				a.idx.removed(ev.Name)
+			}
+		}
+	}
+}
+
+// slot is one worker: claim, run, commit, until ctx is done.
+func (a *Agent) slot(ctx, runCtx context.Context) {
+	for {
+		id, ok := a.idx.next(ctx)
+		if !ok {
+			return
+		}
+		c, err := a.cfg.Spool.Claim(id, a.holder)
+		if err != nil {
+			a.claimFailed(id, err)
+			continue
+		}
+		a.idx.forget(id, false)
+		a.busy.Add(1)
+		a.run(runCtx, c)
+		a.busy.Add(-1)
+	}
+}
+
+func (a *Agent) claimFailed(id string, err error) {
+	l := a.log.With().Str("job_id", id).Logger()
+	switch {
+	case errors.Is(err, fsq.ErrLocked):
+		l.Debug().Msg("claim lost: locked")
+		a.idx.forget(id, true)
+	case errors.Is(err, fsq.ErrVanished):
+		l.Debug().Msg("claim lost: job gone")
+		a.idx.forget(id, false)
+	case errors.Is(err, job.ErrSchema):
+		l.Error().Err(err).Msg("job not processed: unknown schema version; lock released, job left in incoming/")
+		a.idx.refuse(id)
+	case errors.Is(err, job.ErrState):
+		l.Error().Err(err).Msg("job not processed: status is not queued; lock released")
+		a.idx.refuse(id)
+	case errors.Is(err, job.ErrCorrupt):
+		l.Error().Err(err).Msg("job quarantined to corrupt/")
+		a.idx.forget(id, false)
+	default:
+		l.Error().Err(err).Msg("claim failed")
+		a.idx.refuse(id)
+	}
+}
+
+// run executes one claimed job and commits its outcome.
+func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
+	env := c.Envelope()
+	j := env.Lifecycle
+	l := logx.ForJob(a.log, j)
+	logx.Transition(l, j, job.Queued)
+
+	hctx, stop := context.WithCancelCause(runCtx)
+	defer stop(nil)
+	if a.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeoutCause(hctx, a.cfg.Timeout, fmt.Errorf("%w after %s", errTimeout, a.cfg.Timeout))
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.supervise(hctx, stop, c, env.Runtime.Dir, l)
+	}()
+
+	h := a.cfg.Handlers[j.Kind]
+	var res Result
+	if h == nil {
+		res.Err = fmt.Errorf("no handler for kind %q on this agent", j.Kind)
+	} else {
+		res = h.Run(hctx, Task{Env: env})
+	}
+	cause := context.Cause(hctx)
+	stop(nil)
+	wg.Wait()
+	a.commit(c, env.Runtime.Dir, res, cause, l)
+}
+
+// supervise heartbeats and polls for operator requests while the handler
+// runs; it stops the handler (through stop) when the job is taken away or
+// an operator asks.
+func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *job.Claimed, dir string, l zerolog.Logger) {
+	hb := time.NewTicker(a.cfg.Heartbeat)
+	defer hb.Stop()
+	poll := time.NewTicker(a.cfg.ControlPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hb.C:
+			if err := c.Heartbeat(); err != nil {
+				if errors.Is(err, fsq.ErrVanished) {
+					stop(errLost)
+					return
+				}
+				l.Warn().Err(err).Msg("heartbeat failed")
+			}
+		case <-poll.C:
+			ctl, err := job.ReadControl(dir)
+			if err != nil {
+				l.Warn().Err(err).Msg("unreadable control request ignored")
+				continue
+			}
+			if ctl != nil {
+				l.Info().Str("action", ctl.Action).Str("requested_by", ctl.Actor).Msg("operator request: stopping handler")
+				stop(controlCause{ctl})
+				return
+			}
+		}
+	}
+}
+
+// commit records the outcome. Who stopped the handler decides the state.
+func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l zerolog.Logger) {
+	var ctl controlCause
+	var to job.State
+	var reason string
+	mutate := func(j *job.Job) { j.ExitCode = res.ExitCode }
+	switch {
+	case errors.Is(cause, errLost):
+		l.Warn().Msg("job was taken away by recovery while running; not committing")
+		return
+	case errors.As(cause, &ctl):
+		to, reason = job.Killed, "cancelled"
+		switch ctl.c.Action {
+		case job.ControlHold:
+			to, reason = job.Held, "held by operator"
+		case job.ControlKill:
+			reason = "killed by operator"
+		}
+		if ctl.c.Reason != "" {
+			reason += ": " + ctl.c.Reason
+		}
+		if err := os.Remove(filepath.Join(dir, job.ControlFile)); err != nil && !os.IsNotExist(err) {
+			l.Warn().Err(err).Msg("remove control request")
+		}
+	case errors.Is(cause, errDrain):
+		to, reason = job.Queued, "released: agent shut down before the job finished"
+		mutate = func(j *job.Job) {
+			j.Attempts-- // a graceful release is not an attempt
+			j.Agent, j.StartedAt, j.LastHeartbeat, j.ExitCode = "", nil, nil, nil
+		}
+	case res.Err == nil:
+		to = job.Succeeded
+	default:
+		to, reason = job.Failed, firstLine(res.Err.Error(), 200)
+		mutate = func(j *job.Job) { j.ExitCode, j.Error = res.ExitCode, res.Err.Error() }
+	}
+	if err := c.Commit(to, reason, mutate); err != nil {
+		if errors.Is(err, fsq.ErrVanished) {
+			l.Warn().Err(err).Msg("job was taken away by recovery before commit")
+			return
+		}
+		l.Error().Err(err).Msg("commit failed; watchdogd will recover the job")
+		return
+	}
+	logx.Transition(l, c.Envelope().Lifecycle, job.InProgress)
+}
+
+// firstLine shortens s to its first line and at most n bytes, for reasons;
+// the whole text goes to job.json's error field.
+func firstLine(s string, n int) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			s = s[:i]
+			break
+		}
+	}
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,538 @@
+// Package manager is managerd's policy engine. It drives the jobs nobody
+// holds forward:
+//
+//   - completed/failed: a job with attempts left is deferred for a retry
+//     after an exponential backoff with full jitter (not_before = now +
+//     random [0, min(backoff-max, backoff-base*2^(attempts-1))]); a job out
+//     of attempts is killed ("failed N times: out of attempts").
+//   - stale/: a crash is not the job's fault, so a job with attempts left is
+//     requeued at once ("requeued after crash (attempt N/M)", N being the
+//     attempt that crashed); otherwise it is killed ("crashed and exceeded
+//     max retries (M)"). The crash cause moves to the job's error field.
+//   - deferred/: jobs whose not_before has passed are moved to incoming/.
+//     The manager keeps an in-memory min-heap of deferred jobs by
+//     not_before, fed by watch events and rescans, so that a cycle never
+//     reads all of deferred/ except on a rescan.
+//   - tmp/: leftovers older than TmpMaxAge are removed.
+//   - retention: terminal jobs (succeeded, killed) older than Retention are
+//     removed, scanning at most every RetentionEvery.
+//
+// Every move goes through job.Spool.Move, which holds the job's claim lock;
+// a busy lock (fsq.ErrLocked) is retried when the lock goes away, or after
+// RetryBusy. A lost race (fsq.ErrVanished) is not an error. A job's
+// max_attempts overrides MaxAttempts.
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Actor is the name managerd writes into events and lock owner files.
+const Actor = "managerd"
+
+// Config is managerd's policy. Zero fields take the defaults below.
+type Config struct {
+	MaxAttempts    int           // for jobs whose max_attempts is 0 (default 3)
+	BackoffBase    time.Duration // first retry's backoff cap (default 1s)
+	BackoffMax     time.Duration // largest backoff cap (default 5m)
+	Retention      time.Duration // age at which terminal jobs are removed; 0 keeps them forever
+	RetentionEvery time.Duration // how often retention scans (default 1m)
+	TmpMaxAge      time.Duration // age at which tmp/ leftovers are removed (default 1h)
+	Rescan         time.Duration // period of full rescans (default 10s)
+	RetryBusy      time.Duration // retry period for jobs whose lock was busy (default 1s)
+	NoNotify       bool          // rely on rescans only (no fsnotify)
+	// Ready is called once, after Run's first full pass.
+	Ready func()
+	// Rand returns a random int64 in [0, n); nil means math/rand/v2.
+	Rand func(n int64) int64
+}
+
+func (c *Config) defaults() {
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 5 * time.Minute
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.RetentionEvery <= 0 {
+		c.RetentionEvery = time.Minute
+	}
+	if c.TmpMaxAge <= 0 {
+		c.TmpMaxAge = time.Hour
+	}
+	if c.Rescan <= 0 {
+		c.Rescan = 10 * time.Second
+	}
+	if c.RetryBusy <= 0 {
+		c.RetryBusy = time.Second
+	}
+	if c.Rand == nil {
+		c.Rand = defaultRand
+	}
+}
+
+// Manager runs the policy over one spool. Its methods are not safe for
+// concurrent use, except Alive.
+type Manager struct {
+	spool *job.Spool
+	cfg   Config
+	log   zerolog.Logger
+
+	sched      *schedule
+	busy       map[string]job.State // jobs to retry: their lock was held
+	schemaSeen map[string]bool      // unknown schema versions already reported
+	lastRetain time.Time
+	active     atomic.Int64 // unix nanoseconds of the last loop activity
+}
+
+// New returns a manager for spool s.
+func New(s *job.Spool, cfg Config, log zerolog.Logger) *Manager {
+	cfg.defaults()
+	m := &Manager{
+		spool: s, cfg: cfg, log: log,
+		sched: newSchedule(), busy: map[string]job.State{}, schemaSeen: map[string]bool{},
+	}
+	m.touch()
+	return m
+}
+
+func (m *Manager) touch() { m.active.Store(time.Now().UnixNano()) }
+
+// Alive reports whether the loop has made progress recently; systemd's
+// watchdog pings stop when it does not.
+func (m *Manager) Alive() bool {
+	limit := 3 * m.cfg.Rescan
+	if limit < 30*time.Second {
+		limit = 30 * time.Second
+	}
+	return time.Since(time.Unix(0, m.active.Load())) < limit
+}
+
+// RunOnce is one full pass: it lists failed/ and stale/ and drives every
+// job in them, relists deferred/ and promotes the due ones, sweeps tmp/
+// and, at most every RetentionEvery, applies retention. Per-job problems
+// are logged and do not stop the pass; the error reports directories that
+// could not be scanned.
+func (m *Manager) RunOnce(ctx context.Context) error {
+	m.touch()
+	clear(m.busy) // every busy job is met again by this pass
+	var errs []error
+	for _, st := range []job.State{job.Stale, job.Failed} {
+		if err := m.scanState(ctx, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := m.rescanDeferred(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	m.promoteDue(ctx)
+	if err := m.sweepTmp(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if m.cfg.Retention > 0 && time.Since(m.lastRetain) >= m.cfg.RetentionEvery {
+		m.lastRetain = time.Now()
+		if err := m.applyRetention(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run watches failed/, stale/, deferred/ and the locks in incoming/, and
+// acts on every change within milliseconds; it promotes deferred jobs when
+// they are due and makes a full pass (RunOnce) on every rescan. It returns
+// nil when ctx is done.
+func (m *Manager) Run(ctx context.Context) error {
+	dirs := map[string]job.State{
+		m.spool.StateDir(job.Failed):   job.Failed,
+		m.spool.StateDir(job.Stale):    job.Stale,
+		m.spool.StateDir(job.Deferred): job.Deferred,
+		m.spool.StateDir(job.Queued):   job.Queued,
+	}
+	wcfg := fsq.WatchConfig{Rescan: m.cfg.Rescan, NoNotify: m.cfg.NoNotify}
+	for d := range dirs {
+		wcfg.Dirs = append(wcfg.Dirs, d)
+	}
+	events := make(chan fsq.Event, 256)
+	wctx, stop := context.WithCancel(ctx)
+	werr := make(chan error, 1)
+	watching := true
+	go func() { werr <- fsq.Watch(wctx, wcfg, events) }()
+	defer func() {
+		stop()
+		if watching {
+			<-werr
+		}
+	}()
+
+	timer := time.NewTimer(m.cfg.Rescan)
+	defer timer.Stop()
+	ready := false
+	for {
+		timer.Reset(m.sleep())
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-werr:
+			watching = false
+			if ctx.Err() != nil {
+				return nil
+			}
+			if wcfg.NoNotify {
+				return fmt.Errorf("watch: %w", err)
+			}
+			m.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
+			wcfg.NoNotify = true
+			watching = true
+			go func() { werr <- fsq.Watch(wctx, wcfg, events) }()
+		case ev := <-events:
+			m.touch()
+			if ev.Rescan {
+				if err := m.RunOnce(ctx); err != nil {
+					m.log.Error().Err(err).Msg("pass incomplete")
+				}
+				if !ready {
+					ready = true
+					m.log.Info().Int("deferred", m.sched.len()).Msg("first pass done; ready")
+					if m.cfg.Ready != nil {
+						m.cfg.Ready()
+					}
+				}
+				continue
+			}
+			m.handleEvent(dirs[ev.Dir], ev)
+			m.promoteDue(ctx)
+		case <-timer.C:
+			m.touch()
+			m.promoteDue(ctx)
+			m.retryBusy(ctx)
+		}
+	}
+}
+
+// sleep is how long the loop may wait for an event: until the earliest
+// deferred job is due, or the next retry of a busy job.
+func (m *Manager) sleep() time.Duration {
+	d := m.cfg.Rescan
+	if at, ok := m.sched.next(); ok {
+		d = min(d, time.Until(at))
+	}
+	if len(m.busy) > 0 {
+		d = min(d, m.cfg.RetryBusy)
+	}
+	return max(d, 0)
+}
+
+func (m *Manager) handleEvent(st job.State, ev fsq.Event) {
+	switch {
+	case st == job.Failed && ev.Created, st == job.Stale && ev.Created:
+		m.process(st, ev.Name)
+	case st == job.Deferred && ev.Created:
+		if !m.sched.has(ev.Name) {
+			m.noteDeferred(ev.Name)
+		}
+	case st == job.Deferred && ev.Removed:
+		m.sched.remove(ev.Name)
+	case st == job.Queued && ev.Removed && strings.HasSuffix(ev.Name, job.LockSuffix):
+		id := strings.TrimSuffix(ev.Name, job.LockSuffix)
+		if bst, ok := m.busy[id]; ok {
+			delete(m.busy, id)
+			m.process(bst, id)
+		}
+	}
+}
+
+func (m *Manager) retryBusy(ctx context.Context) {
+	if len(m.busy) == 0 {
+		return
+	}
+	retry := make(map[string]job.State, len(m.busy))
+	for id, st := range m.busy {
+		retry[id] = st
+	}
+	clear(m.busy)
+	for id, st := range retry {
+		if ctx.Err() != nil {
+			m.busy[id] = st
+			continue
+		}
+		m.process(st, id)
+	}
+}
+
+// scanState drives every entry of st's directory (failed/ or stale/).
+func (m *Manager) scanState(ctx context.Context, st job.State) error {
+	ents, err := fsq.ScanDir(m.spool.StateDir(st))
+	if err != nil {
+		return err
+	}
+	for _, name := range append(ents.Dirs, ents.Hostile...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		m.process(st, name)
+	}
+	return nil
+}
+
+// process drives the job named name in state st one step and logs the
+// outcome once.
+func (m *Manager) process(st job.State, name string) {
+	var err error
+	switch st {
+	case job.Failed:
+		err = m.handleFailed(name)
+	case job.Stale:
+		err = m.handleStale(name)
+	case job.Deferred:
+		err = m.promote(name)
+	default:
+		return
+	}
+	m.report(st, name, err)
+}
+
+func (m *Manager) report(st job.State, id string, err error) {
+	l := m.log.With().Str("job_id", id).Str("state", string(st)).Logger()
+	switch {
+	case err == nil:
+	case errors.Is(err, fsq.ErrLocked), errors.Is(err, errChanged):
+		m.busy[id] = st
+		l.Debug().Err(err).Msg("job busy; will retry")
+	case errors.Is(err, fsq.ErrVanished), errors.Is(err, job.ErrNotFound):
+		l.Debug().Err(err).Msg("job moved by someone else")
+	case errors.Is(err, job.ErrCorrupt):
+		l.Error().Err(err).Msg("corrupt job quarantined")
+	case errors.Is(err, job.ErrSchema):
+		if !m.schemaSeen[id] {
+			m.schemaSeen[id] = true
+			l.Error().Err(err).Msg("unknown schema version; job left in place")
+		}
+	default:
+		l.Error().Err(err).Msg("cannot drive job")
+	}
+}
+
+// read reads a job of state st without its lock, to decide what to do.
+// A corrupt job is quarantined (under its lock); a job whose status
+// disagrees with its directory is reconciled.
+func (m *Manager) read(st job.State, id string) (*job.Job, error) {
+	dir := m.spool.JobDir(st, "", id)
+	if err := job.ValidateID(id); err != nil {
+		return nil, m.quarantineUnnamed(dir, err)
+	}
+	j, err := job.ReadJob(dir)
+	if err != nil {
+		if errors.Is(err, job.ErrCorrupt) {
+			return nil, m.quarantine(id, dir, err)
+		}
+		return nil, err
+	}
+	if j.Status != st {
+		return nil, m.reconcile(id, fmt.Sprintf("status %s found in %s/", j.Status, st.Dir()))
+	}
+	return j, nil
+}
+
+func (m *Manager) handleFailed(id string) error {
+	j, err := m.read(job.Failed, id)
+	if err != nil || j == nil {
+		return err
+	}
+	to, reason := m.failedPlan(j)
+	var delay time.Duration
+	if to == job.Deferred {
+		max := j.EffectiveMaxAttempts(m.cfg.MaxAttempts)
+		delay = backoff(m.cfg.BackoffBase, m.cfg.BackoffMax, j.Attempts, m.cfg.Rand)
+		reason = retryReason(j, max, delay)
+	}
+	nj, err := m.spool.Move(id, job.Failed, to, Actor, reason, func(nj *job.Job) error {
+		if got, _ := m.failedPlan(nj); got != to || nj.Attempts != j.Attempts {
+			return errChanged
+		}
+		if to == job.Deferred {
+			nb := time.Now().UTC().Add(delay)
+			nj.NotBefore = &nb
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	logx.Transition(m.log, nj, job.Failed)
+	if nj.Status == job.Deferred && nj.NotBefore != nil {
+		m.sched.set(id, *nj.NotBefore)
+	}
+	return nil
+}
+
+func (m *Manager) handleStale(id string) error {
+	j, err := m.read(job.Stale, id)
+	if err != nil || j == nil {
+		return err
+	}
+	to, reason := m.stalePlan(j)
+	nj, err := m.spool.Move(id, job.Stale, to, Actor, reason, func(nj *job.Job) error {
+		if got, _ := m.stalePlan(nj); got != to || nj.Attempts != j.Attempts {
+			return errChanged
+		}
+		if j.Reason != "" {
+			nj.Error = j.Reason // the crash cause, e.g. "owner died: pid gone (...)"
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	logx.Transition(m.log, nj, job.Stale)
+	return nil
+}
+
+// noteDeferred indexes a deferred job by its not_before; anything unusual
+// (no not_before, corrupt, wrong status) goes through promote, which deals
+// with it.
+func (m *Manager) noteDeferred(id string) {
+	if job.ValidateID(id) == nil {
+		j, err := job.ReadJob(m.spool.JobDir(job.Deferred, "", id))
+		if errors.Is(err, fsq.ErrVanished) {
+			return
+		}
+		if err == nil && j.Status == job.Deferred && j.NotBefore != nil {
+			m.sched.set(id, *j.NotBefore)
+			return
+		}
+	}
+	m.process(job.Deferred, id)
+}
+
+// rescanDeferred relists deferred/, re-reads every job's not_before and
+// forgets the jobs that are gone. Between rescans the index is kept by
+// watch events alone.
+func (m *Manager) rescanDeferred(ctx context.Context) error {
+	ents, err := fsq.ScanDir(m.spool.StateDir(job.Deferred))
+	if err != nil {
+		return err
+	}
+	present := make(map[string]bool, len(ents.Dirs))
+	for _, id := range ents.Dirs {
+		present[id] = true
+	}
+	m.sched.retain(present)
+	for _, id := range ents.Dirs {
+		if ctx.Err() != nil {
+			return nil
+		}
+		m.noteDeferred(id) // re-read: a not_before may have changed unseen
+	}
+	for _, name := range ents.Hostile {
+		m.process(job.Deferred, name)
+	}
+	return nil
+}
+
+// promoteDue moves every deferred job whose not_before has passed to
+// incoming/.
+func (m *Manager) promoteDue(ctx context.Context) {
+	for ctx.Err() == nil {
+		id, ok := m.sched.popDue(time.Now())
+		if !ok {
+			return
+		}
+		m.process(job.Deferred, id)
+	}
+}
+
+// promote moves deferred job id to incoming/ if it is due, or re-indexes
+// it by the not_before its job.json has now.
+func (m *Manager) promote(id string) error {
+	j, err := m.read(job.Deferred, id)
+	if err != nil || j == nil {
+		return err
+	}
+	if j.NotBefore != nil && j.NotBefore.After(time.Now()) {
+		m.sched.set(id, *j.NotBefore)
+		return nil
+	}
+	nj, err := m.spool.Move(id, job.Deferred, job.Queued, Actor, "not_before reached", nil)
+	if err != nil {
+		return err
+	}
+	logx.Transition(m.log, nj, job.Deferred)
+	return nil
+}
+
+// reconcile repairs a job whose status disagrees with its directory (a
+// transaction cut short by a crash), under its lock. A held lock means the
+// transaction is still running: retry later.
+func (m *Manager) reconcile(id, why string) error {
+	out, err := m.spool.Reconcile(id, Actor, why)
+	if err != nil {
+		return err
+	}
+	l := m.log.With().Str("job_id", id).Str("action", out.Action).Logger()
+	if out.Detail != "" {
+		l = l.With().Str("detail", out.Detail).Logger()
+	}
+	if out.From != "" && out.To != "" {
+		l.Warn().Str("reason", why).
+			Dict("event", zerolog.Dict().Str("type", "state_transition").Str("from", string(out.From)).Str("to", string(out.To))).
+			Msg("job reconciled")
+	} else {
+		l.Info().Str("reason", why).Msg("job reconciled")
+	}
+	return nil
+}
+
+// quarantine moves the corrupt job at dir to corrupt/ while holding its
+// lock, after checking under the lock that it is still unreadable. It
+// returns an error matching job.ErrCorrupt when it did.
+func (m *Manager) quarantine(id, dir string, cause error) error {
+	lock := m.spool.LockPath(id)
+	if err := fsq.TryLock(lock, ownerBytes()); err != nil {
+		return err
+	}
+	defer fsq.Unlock(lock)
+	if _, err := job.ReadJob(dir); err == nil {
+		return errChanged
+	} else if !errors.Is(err, job.ErrCorrupt) {
+		return err
+	}
+	q, err := m.spool.Quarantine(dir, cause.Error())
+	if err != nil {
+		return fmt.Errorf("%w (quarantine failed: %v)", cause, err)
+	}
+	return fmt.Errorf("%w (moved to %s)", cause, q)
+}
+
+// quarantineUnnamed quarantines an entry whose name cannot be a job ID, so
+// no lock can guard it (and no job can own it).
+func (m *Manager) quarantineUnnamed(path string, cause error) error {
+	q, err := m.spool.Quarantine(path, cause.Error())
+	if err != nil {
+		return fmt.Errorf("%w: %v (quarantine failed: %v)", job.ErrCorrupt, cause, err)
+	}
+	return fmt.Errorf("%w: %v (moved to %s)", job.ErrCorrupt, cause, q)
+}
+
+func ownerBytes() []byte {
+	b, _ := json.Marshal(job.NewOwner(Actor, ""))
+	return append(b, '\n')
+}

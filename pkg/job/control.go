@@ -1,0 +1,126 @@
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+)
+
+// Control actions: what an operator asks of a running job through
+// in-progress/<agent>/<id>/control.json.
+const (
+	ControlHold   = "hold"   // stop the handler, commit held
+	ControlCancel = "cancel" // stop the handler, commit killed, reason "cancelled"
+	ControlKill   = "kill"   // stop the handler, commit killed, reason "killed by operator"
+)
+
+// Reasons written into job.json by operator actions, whether the job was
+// moved directly (not running) or by its agent honouring a control file.
+const (
+	ReasonHeld      = "held by operator"
+	ReasonCancelled = "cancelled"
+	ReasonKilled    = "killed by operator"
+)
+
+// Control is the content of control.json: an operator's request to the
+// agent running a job. Operators never write a running job's job.json;
+// they write this file (atomically) and the agent, which polls for it,
+// stops the handler, removes the file and commits the state the action
+// names.
+//
+// A request can reach a job that is just finishing, and then travels with
+// it out of in-progress/. A request whose RequestedAt is before the job's
+// started_at therefore belongs to an earlier attempt: agents ignore (and
+// remove) it; farroctl fsck removes requests found outside in-progress/.
+type Control struct {
+	Action string `json:"action"` // ControlHold, ControlCancel or ControlKill
+	Actor  string `json:"actor"`  // who asked, e.g. farroctl
+	Reason string `json:"reason"` // optional operator note, appended to the reason
+	// RequestedAt is when the operator asked.
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Target is the state and reason the agent commits when it honours c:
+// held ("held by operator") for hold, killed ("cancelled" or "killed by
+// operator") for cancel and kill, with the operator's note appended as
+// ": note" when there is one. ok is false for an unknown action.
+func (c Control) Target() (to State, reason string, ok bool) {
+	switch c.Action {
+	case ControlHold:
+		to, reason = Held, ReasonHeld
+	case ControlCancel:
+		to, reason = Killed, ReasonCancelled
+	case ControlKill:
+		to, reason = Killed, ReasonKilled
+	default:
+		return "", "", false
+	}
+	if c.Reason != "" {
+		reason += ": " + c.Reason
+	}
+	return to, reason, true
+}
+
+// RequestControl asks the agent running job id to hold, cancel or kill it
+// by atomically writing in-progress/<agent>/<id>/control.json. It takes no
+// lock: the agent holds it and is the only one to act on the job. A job
+// that is no longer running under agent yields fsq.ErrVanished (the caller
+// locates it again). An empty Actor becomes "farroctl" and a zero
+// RequestedAt now.
+func (s *Spool) RequestControl(agent, id string, c Control) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	if err := ValidateID(agent); err != nil {
+		return fmt.Errorf("agent id: %w", err)
+	}
+	if _, _, ok := c.Target(); !ok {
+		return fmt.Errorf("control %s: unknown action %q", id, c.Action)
+	}
+	if c.Actor == "" {
+		c.Actor = "farroctl"
+	}
+	if c.RequestedAt.IsZero() {
+		c.RequestedAt = time.Now().UTC()
+	}
+	dir := s.JobDir(InProgress, agent, id)
+	j, err := ReadJob(dir)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", id, err)
+	}
+	if j.Status != InProgress {
+		// Its agent is committing it: the request would come too late
+		// and travel with the job. Let the caller locate it again.
+		return fmt.Errorf("control %s: job is finishing (status %s): %w", id, j.Status, fsq.ErrVanished)
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	if err := fsq.WriteFile(filepath.Join(dir, ControlFile), append(b, '\n')); err != nil {
+		return fmt.Errorf("control %s: %w", id, err)
+	}
+	return nil
+}
+
+// ReadControl reads dir/control.json. It returns (nil, nil) when there is
+// none, and an error for a malformed file or an unknown action.
+func ReadControl(dir string) (*Control, error) {
+	b, err := fsq.ReadFileNoFollow(filepath.Join(dir, ControlFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	var c Control
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("control: %s: %w", filepath.Join(dir, ControlFile), err)
+	}
+	if _, _, ok := c.Target(); !ok {
+		return nil, fmt.Errorf("control: %s: unknown action %q", filepath.Join(dir, ControlFile), c.Action)
+	}
+	return &c, nil
+}
