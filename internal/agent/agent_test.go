@@ -288,13 +288,24 @@ func TestTakenAwayJobIsNotCommitted(t *testing.T) {
 func TestSchemaMismatchLeftInPlace(t *testing.T) {
 	t.Parallel()
 	f := setup(t, Config{Handlers: map[string]Handler{"noop": Noop}})
-	// Build a job with a future schema version directly in incoming/.
-	dir := f.spool.JobDir(job.Queued, "", "future")
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	// Build a job with a future schema version in tmp/ and rename it into
+	// incoming/ complete, as submit does.
+	build := f.spool.Path(job.TmpDir, "future")
+	if err := os.Mkdir(build, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, job.PromptFile), []byte(`{}`), 0o644)
-	os.WriteFile(filepath.Join(dir, job.JobFile), []byte(`{"schema_version":"2.0.0","id":"future","kind":"noop","status":"queued"}`), 0o644)
+	for name, data := range map[string]string{
+		job.PromptFile: `{}`,
+		job.JobFile:    `{"schema_version":"2.0.0","id":"future","kind":"noop","status":"queued"}`,
+	} {
+		if err := os.WriteFile(filepath.Join(build, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := f.spool.JobDir(job.Queued, "", "future")
+	if err := os.Rename(build, dir); err != nil {
+		t.Fatal(err)
+	}
 	f.submit(t, "after", "noop", 0)
 	f.waitState(t, "after", job.Succeeded)
 	if _, err := os.Stat(filepath.Join(dir, job.JobFile)); err != nil {
