@@ -304,7 +304,11 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	if (rerr == nil) != (cerr == nil) || (rerr == nil && !bytes.Equal(cur, raw)) {
 		return
 	}
-	out, err := w.spool.RecoverLock(id, Actor, reason)
+	judged := raw
+	if judged == nil {
+		judged = []byte{} // judged without a readable owner file
+	}
+	out, err := w.spool.RecoverJudgedLock(id, Actor, reason, judged)
 	w.logOutcome(out, verdict, reason, err)
 	if err != nil {
 		w.quiet[id] = now.Add(w.cfg.Rescan)

@@ -3,7 +3,9 @@ package job
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -83,6 +85,14 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	if err := fsq.Rename(src, dst); err != nil {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
+	}
+	// A control request left over from an earlier attempt (it arrived while
+	// that attempt was committing) must not stop this one. None for this
+	// attempt can exist yet: RequestControl refuses a job whose status is
+	// not in-progress. The job.json write below fsyncs the directory.
+	if err := os.Remove(filepath.Join(dst, ControlFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		_ = fsq.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
+		return nil, fmt.Errorf("claim %s: remove stale control request: %w", id, err)
 	}
 	now := time.Now().UTC()
 	nj := j.Clone()

@@ -1,8 +1,12 @@
 package job
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
@@ -35,15 +39,52 @@ const (
 // a silent owner that wakes up finds its job gone and stops — and then
 // marked stale, or moved on to where a half-done commit was taking it.
 func (s *Spool) RecoverLock(id, actor, why string) (Outcome, error) {
+	return s.RecoverJudgedLock(id, actor, why, nil)
+}
+
+// RecoverJudgedLock is RecoverLock for a lock whose owner file held judged
+// when its owner was found dead (nil: no owner file). Recoverers exclude
+// each other with a mkdir of <lock>/recovering, then check that the lock
+// still holds what was judged (an empty non-nil judged: still no owner
+// file), so a lock that changed hands meanwhile (the
+// dead one removed by another recoverer, a new one taken by a live agent)
+// is never recovered or removed: that yields fsq.ErrLocked.
+func (s *Spool) RecoverJudgedLock(id, actor, why string, judged []byte) (Outcome, error) {
+	lock := s.LockPath(id)
+	guard := filepath.Join(lock, recoveringDir)
+	if err := os.Mkdir(guard, 0o755); err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return Outcome{ID: id, Action: ActionNone, Detail: "lock already gone"}, nil
+		case errors.Is(err, fs.ErrExist):
+			return Outcome{ID: id}, fmt.Errorf("recover %s: another recovery is at work: %w", id, fsq.ErrLocked)
+		}
+		return Outcome{ID: id}, fmt.Errorf("recover %s: %w", id, err)
+	}
+	if judged != nil {
+		cur, err := fsq.ReadOwner(lock)
+		same := err == nil && bytes.Equal(cur, judged)
+		if len(judged) == 0 {
+			same = errors.Is(err, fs.ErrNotExist)
+		}
+		if !same {
+			_ = os.Remove(guard)
+			return Outcome{ID: id}, fmt.Errorf("recover %s: the lock changed hands: %w", id, fsq.ErrLocked)
+		}
+	}
 	out, err := s.recoverJob(id, actor, why)
 	if err != nil {
+		_ = os.Remove(guard)
 		return out, err
 	}
-	if err := fsq.Unlock(s.LockPath(id)); err != nil {
+	if err := fsq.Unlock(lock); err != nil {
 		return out, err
 	}
 	return out, nil
 }
+
+// recoveringDir, inside a lock, marks a recovery at work.
+const recoveringDir = "recovering"
 
 // Reconcile takes job id's lock and recovers it as RecoverLock does. It is
 // for jobs found in-progress without a lock, or whose status disagrees with

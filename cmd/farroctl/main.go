@@ -1,0 +1,184 @@
+// Command farroctl is farro's operator CLI: submit jobs, list and inspect
+// them, hold/release/cancel/requeue/kill them, and check (and repair) the
+// spool. The logic lives in internal/ctl; this file holds the flags and
+// the wiring. See docs/FARROCTL.md.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/internal/daemon"
+)
+
+const description = `Flags go before arguments, and --spool before the command.
+
+Exit codes:
+   0  success (fsck: the spool is clean, or --repair fixed every finding)
+   1  operational error: job not found, duplicate ID, busy lock, I/O error,
+      some of several IDs failed, fsck findings left
+   2  usage error or invalid input: unknown flag or command, unsafe ID,
+      invalid or oversized prompt, unknown kind or state
+
+Errors go to stderr, one line each, prefixed "farroctl: ". See docs/FARROCTL.md.`
+
+func main() {
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := newApp(stdin, stdout, stderr).Run(args)
+	if err != nil && !ctl.IsSilent(err) {
+		fmt.Fprintf(stderr, "farroctl: %v\n", err)
+	}
+	return ctl.ExitCode(err)
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	c := func(cc *cli.Context) *ctl.Ctl {
+		return &ctl.Ctl{Root: cc.String(daemon.SpoolFlag.Name), Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	}
+	usageErr := func(cc *cli.Context, err error, _ bool) error {
+		if name := cc.Command.Name; name != "" && name != cc.App.Name {
+			return ctl.UsageError(fmt.Errorf("%s: %v (see farroctl %s --help)", name, err, name))
+		}
+		return ctl.UsageError(fmt.Errorf("%v (see farroctl --help)", err))
+	}
+	jsonFlag := func(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
+	act := func(a ctl.Action, usage string) *cli.Command {
+		return &cli.Command{
+			Name: string(a), Usage: usage, ArgsUsage: "ID...", OnUsageError: usageErr,
+			Flags: []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "operator note appended to the job's reason (\"cancelled: NOTE\")"}},
+			Action: func(cc *cli.Context) error {
+				return c(cc).Act(a, cc.Args().Slice(), ctl.ActOptions{Note: cc.String("reason")})
+			},
+		}
+	}
+	app := &cli.App{
+		Name:            "farroctl",
+		Usage:           "operate a farro spool: submit, inspect, control and check jobs",
+		Version:         daemon.Version,
+		Description:     description,
+		Flags:           []cli.Flag{daemon.SpoolFlag},
+		Reader:          stdin,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		OnUsageError:    usageErr,
+		ExitErrHandler:  func(*cli.Context, error) {}, // exit codes are decided in run
+		Action: func(cc *cli.Context) error {
+			if args := cc.Args(); args.First() == "help" {
+				if args.Len() == 1 {
+					return cli.ShowAppHelp(cc)
+				}
+				if err := cli.ShowCommandHelp(cc, args.Get(1)); err != nil {
+					return ctl.Usagef("unknown command %q (see farroctl --help)", args.Get(1))
+				}
+				return nil
+			} else if args.Present() {
+				return ctl.Usagef("unknown command %q (see farroctl --help)", args.First())
+			}
+			_ = cli.ShowAppHelp(cc)
+			return ctl.Usagef("no command given")
+		},
+		Commands: []*cli.Command{
+			{
+				Name:  "submit",
+				Usage: "create a job from a JSON prompt (FILE, or stdin) and print its ID",
+				Description: `The prompt must be one JSON document of at most 1 MiB; empty input is refused.
+With --batch the input is JSON Lines, one job per line:
+   {"id"?, "kind"?, "priority"?, "max_attempts"?, "not_before"?, "held"?, "prompt": {...}}
+(absent fields take the flags' values); one ID is printed per job created, a refused
+line is reported on stderr as "line N: reason", and the exit code is then 1.`,
+				ArgsUsage:    "[FILE | -]",
+				OnUsageError: usageErr,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "id", Usage: "job ID ([A-Za-z0-9][A-Za-z0-9._-]{0,127}); default: a generated, time-ordered ID"},
+					&cli.StringFlag{Name: "kind", Value: ctl.DefaultKind, Usage: "handler kind: exec, noop or crawl.fetch"},
+					&cli.IntFlag{Name: "priority", Usage: "higher runs first"},
+					&cli.IntFlag{Name: "max-attempts", Usage: "attempts before the job is killed; 0 means managerd's --max-attempts"},
+					&cli.DurationFlag{Name: "in", Usage: "start deferred: not before now + `DURATION`"},
+					&cli.StringFlag{Name: "at", Usage: "start deferred: not before this `RFC3339` time (a past time queues at once)"},
+					&cli.BoolFlag{Name: "held", Usage: "start held (paused) until farroctl release"},
+					&cli.BoolFlag{Name: "batch", Usage: "read JSON Lines, one job per line"},
+				},
+				Action: func(cc *cli.Context) error {
+					return c(cc).Submit(ctl.SubmitOptions{
+						ID: cc.String("id"), Kind: cc.String("kind"), Priority: cc.Int("priority"),
+						MaxAttempts: cc.Int("max-attempts"), In: cc.Duration("in"), At: cc.String("at"),
+						Held: cc.Bool("held"), Batch: cc.Bool("batch"), Args: cc.Args().Slice(),
+					})
+				},
+			},
+			{
+				Name:         "ls",
+				Usage:        "list jobs (a table, or JSON Lines with --json)",
+				OnUsageError: usageErr,
+				Flags: []cli.Flag{
+					&cli.StringSliceFlag{Name: "state", Usage: "only jobs in state `S` (repeatable or comma-separated): queued, deferred, held, in-progress, stale, failed, succeeded, killed"},
+					jsonFlag("print JSON Lines: id, status, location, kind, priority, attempts, max_attempts, agent, created_at, updated_at, not_before, reason, error, dir, problem"),
+				},
+				Action: func(cc *cli.Context) error {
+					if cc.Args().Present() {
+						return ctl.Usagef("ls takes no arguments (use --state)")
+					}
+					return c(cc).List(ctl.ListOptions{States: cc.StringSlice("state"), JSON: cc.Bool("json")})
+				},
+			},
+			{
+				Name:         "show",
+				Usage:        "print one job as JSON: job.json plus location, dir, lock, control and prompt",
+				ArgsUsage:    "ID",
+				OnUsageError: usageErr,
+				Action:       func(cc *cli.Context) error { return c(cc).Show(cc.Args().Slice()) },
+			},
+			{
+				Name:         "stats",
+				Usage:        "count jobs per state and give the age of the oldest queued job",
+				OnUsageError: usageErr,
+				Flags:        []cli.Flag{jsonFlag("print one JSON document")},
+				Action: func(cc *cli.Context) error {
+					if cc.Args().Present() {
+						return ctl.Usagef("stats takes no arguments")
+					}
+					return c(cc).Stats(cc.Bool("json"))
+				},
+			},
+			act(ctl.Hold, "pause jobs: queued/deferred -> held; a running job is asked to stop and commit held"),
+			act(ctl.Release, "resume held jobs: held -> queued"),
+			act(ctl.Cancel, "cancel jobs: queued/deferred/held/failed/stale -> killed (\"cancelled\"); a running job is asked to stop"),
+			act(ctl.Requeue, "retry jobs now: failed/stale/deferred -> queued (not_before cleared)"),
+			act(ctl.Kill, "kill jobs: like cancel, with reason \"killed by operator\""),
+			{
+				Name:  "fsck",
+				Usage: "check the spool and print a plan; repair with --repair",
+				Description: `Finds: jobs in two places (duplicate), orphan locks (dead owner, or no owner file
+past --grace), live locks without a job, symlinks or files where jobs must be
+(hostile), unreadable job.json, unknown schema versions, status that disagrees
+with the directory, in-progress jobs without a lock, tmp/ leftovers and stray
+temp files. Prints one line per finding: kind, id and path, detail, action.
+Without --repair nothing is changed. With --repair: orphan locks are recovered,
+mismatches reconciled, unreadable and hostile entries quarantined to corrupt/,
+leftovers removed; duplicates, unknown schemas and live locks are only reported.
+Exit 0 when clean or when every finding was repaired, else 1.`,
+				OnUsageError: usageErr,
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "repair", Usage: "apply the plan"},
+					jsonFlag("print one JSON object per finding"),
+					&cli.DurationFlag{Name: "grace", Value: ctl.DefaultGrace, Usage: "leave ownerless locks, tmp/ entries and temp files younger than this alone"},
+				},
+				Action: func(cc *cli.Context) error {
+					if cc.Args().Present() {
+						return ctl.Usagef("fsck takes no arguments")
+					}
+					return c(cc).Fsck(ctl.FsckOptions{Repair: cc.Bool("repair"), JSON: cc.Bool("json"), Grace: cc.Duration("grace")})
+				},
+			},
+		},
+	}
+	return app
+}

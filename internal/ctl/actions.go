@@ -1,0 +1,197 @@
+package ctl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Action is an operator command over job IDs.
+type Action string
+
+// The operator actions.
+const (
+	Hold    Action = "hold"    // queued/deferred -> held; running: asks the agent
+	Release Action = "release" // held -> queued
+	Cancel  Action = "cancel"  // -> killed "cancelled"; running: asks the agent
+	Requeue Action = "requeue" // failed/stale/deferred -> queued, not_before cleared
+	Kill    Action = "kill"    // -> killed "killed by operator"; running: asks the agent
+)
+
+// Actions lists the operator actions.
+var Actions = []Action{Hold, Release, Cancel, Requeue, Kill}
+
+// rule says what an action does to a job in a given state.
+type rule struct {
+	to      job.State
+	reason  string
+	control string // for in-progress jobs: the control action
+	from    []job.State
+}
+
+var rules = map[Action]rule{
+	Hold:    {to: job.Held, reason: job.ReasonHeld, control: job.ControlHold, from: []job.State{job.Queued, job.Deferred}},
+	Release: {to: job.Queued, reason: "released by operator", from: []job.State{job.Held}},
+	Cancel: {to: job.Killed, reason: job.ReasonCancelled, control: job.ControlCancel,
+		from: []job.State{job.Queued, job.Deferred, job.Held, job.Failed, job.Stale}},
+	Requeue: {to: job.Queued, reason: "requeued by operator", from: []job.State{job.Failed, job.Stale, job.Deferred}},
+	Kill: {to: job.Killed, reason: job.ReasonKilled, control: job.ControlKill,
+		from: []job.State{job.Queued, job.Deferred, job.Held, job.Failed, job.Stale}},
+}
+
+// ActOptions are the flags of the actions.
+type ActOptions struct {
+	// Note is an optional operator note, appended to the reason as
+	// ": note" (e.g. "cancelled: duplicate of job X").
+	Note string
+	// Retries bounds the attempts on a busy job (its lock held for a
+	// moment by an agent claiming it or managerd moving it); default 20.
+	Retries int
+	// Backoff is the pause between attempts; default 50ms.
+	Backoff time.Duration
+}
+
+// Act applies action to each ID independently and prints one line per ID
+// on stdout saying what happened. Failures are reported on stderr, one
+// line per ID, and make the result exit 1.
+func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
+	if _, ok := rules[a]; !ok {
+		return Usagef("unknown action %q", a)
+	}
+	if len(ids) == 0 {
+		return Usagef("%s needs at least one job ID", a)
+	}
+	for _, id := range ids {
+		if strings.HasPrefix(id, "-") && len(id) > 1 {
+			return Usagef("%s: flag %q after job IDs: put flags before the IDs", a, id)
+		}
+	}
+	if strings.ContainsAny(o.Note, "\n\r") {
+		return Usagef("--reason must be one line")
+	}
+	if o.Retries <= 0 {
+		o.Retries = 20
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 50 * time.Millisecond
+	}
+	s, err := c.open()
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, id := range ids {
+		msg, err := c.act(s, a, id, o)
+		if err != nil {
+			failed++
+			c.warnf("%s: %v", id, err)
+			continue
+		}
+		fmt.Fprintf(c.Stdout, "%s: %s\n", id, msg)
+	}
+	if failed > 0 {
+		return silent("%s: %d of %d jobs failed", a, failed, len(ids))
+	}
+	return nil
+}
+
+// act applies one action to one job. A busy lock or a job that moved
+// between locating and acting is retried after locating it again: a
+// queued job being claimed right now is running a moment later, and is
+// then asked to stop through its control file.
+func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, error) {
+	if err := job.ValidateID(id); err != nil {
+		return "", err
+	}
+	r := rules[a]
+	reason := r.reason
+	if o.Note != "" {
+		reason += ": " + o.Note
+	}
+	var last error
+	for try := 0; try < o.Retries; try++ {
+		if try > 0 {
+			time.Sleep(o.Backoff)
+		}
+		locs, err := s.Locate(id)
+		if err != nil {
+			return "", err
+		}
+		if len(locs) > 1 {
+			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
+		}
+		loc := locs[0]
+		switch {
+		case loc.State == r.to && loc.State != job.InProgress:
+			return fmt.Sprintf("already %s", r.to), nil
+		case loc.State == job.InProgress:
+			if r.control == "" {
+				return "", fmt.Errorf("is running (agent %s): %s applies only to %s jobs", loc.Agent, a, statesList(r.from))
+			}
+			err := s.RequestControl(loc.Agent, id, job.Control{Action: r.control, Actor: Actor, Reason: o.Note, RequestedAt: c.now()})
+			if errors.Is(err, fsq.ErrVanished) {
+				last = err
+				continue // it finished or was released meanwhile
+			}
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s requested (running on agent %s; it stops the handler and commits %s)", r.control, loc.Agent, r.to), nil
+		case !contains(r.from, loc.State):
+			if loc.State.Terminal() {
+				return "", fmt.Errorf("is %s (terminal): nothing to %s", loc.State, a)
+			}
+			hint := ""
+			if a == Requeue && loc.State == job.Held {
+				hint = " (use release)"
+			}
+			return "", fmt.Errorf("is %s: %s applies only to %s jobs%s", loc.State, a, statesList(r.from), hint)
+		}
+		j, err := s.Move(id, loc.State, r.to, Actor, reason, nil)
+		switch {
+		case err == nil:
+			return moved(loc.State, j), nil
+		case errors.Is(err, fsq.ErrLocked), errors.Is(err, fsq.ErrVanished):
+			last = err
+			continue
+		case errors.Is(err, job.ErrState):
+			return "", fmt.Errorf("%v (status and directory disagree; run farroctl fsck)", err)
+		}
+		return "", err
+	}
+	if errors.Is(last, fsq.ErrLocked) {
+		return "", fmt.Errorf("busy: its lock %s stays held (an agent, managerd or a stuck process has it; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
+	}
+	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
+}
+
+func moved(from job.State, j *job.Job) string {
+	if j.Status == job.Killed {
+		return fmt.Sprintf("%s -> killed (%s)", from, j.Reason)
+	}
+	return fmt.Sprintf("%s -> %s", from, j.Status)
+}
+
+func contains(states []job.State, st job.State) bool {
+	for _, s := range states {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+func statesList(states []job.State) string {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
