@@ -63,24 +63,17 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := daemon.SignalContext(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-a.Ready():
-			log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("exec", command).Msg("agentd ready")
-			daemon.Ready(ctx, nil)
-		case <-ctx.Done():
-		}
-	}()
-	err = a.Run(ctx)
-	daemon.Stopping()
-	if err != nil {
-		log.Error().Err(err).Msg("agentd stopped")
-		return err
-	}
-	log.Info().Msg("agentd stopped")
-	return nil
+	return daemon.Serve(context.Background(), log, "agentd", func(ctx context.Context) error {
+		go func() {
+			select {
+			case <-a.Ready():
+				log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("exec", command).Msg("agentd ready")
+				daemon.Ready(ctx, nil)
+			case <-ctx.Done():
+			}
+		}()
+		return a.Run(ctx)
+	})
 }
 
 // splitExec cuts "--exec CMD [ARG...]" off the command line: everything

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -58,23 +59,16 @@ func run(c *cli.Context, stdout io.Writer) error {
 		log.Error().Err(err).Msg("cannot open spool")
 		return err
 	}
-	ctx, cancel := daemon.SignalContext(c.Context)
-	defer cancel()
-	var m *manager.Manager
-	cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }
-	m = manager.New(spool, cfg, log)
-	log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
-		Dur("backoff_base", cfg.BackoffBase).Dur("backoff_max", cfg.BackoffMax).
-		Dur("retention", cfg.Retention).Dur("tmp_max_age", cfg.TmpMaxAge).
-		Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
-	err = m.Run(ctx)
-	daemon.Stopping()
-	if err != nil {
-		log.Error().Err(err).Msg("managerd stopped")
-		return err
-	}
-	log.Info().Msg("managerd stopped")
-	return nil
+	return daemon.Serve(c.Context, log, "managerd", func(ctx context.Context) error {
+		var m *manager.Manager
+		cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }
+		m = manager.New(spool, cfg, log)
+		log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
+			Dur("backoff_base", cfg.BackoffBase).Dur("backoff_max", cfg.BackoffMax).
+			Dur("retention", cfg.Retention).Dur("tmp_max_age", cfg.TmpMaxAge).
+			Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
+		return m.Run(ctx)
+	})
 }
 
 func validate(cfg manager.Config) error {

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -54,22 +55,15 @@ func run(c *cli.Context, stdout io.Writer) error {
 		log.Error().Err(err).Msg("cannot open spool")
 		return err
 	}
-	ctx, cancel := daemon.SignalContext(c.Context)
-	defer cancel()
-	var w *watchdog.Watchdog
-	cfg.Ready = func() { daemon.Ready(ctx, w.Alive) }
-	w = watchdog.New(spool, cfg, log)
-	log.Info().Str("spool", spool.Root).Dur("interval", cfg.Interval).
-		Dur("crash_threshold", cfg.CrashThreshold).Dur("lock_grace", cfg.LockGrace).
-		Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("watchdogd starting")
-	err = w.Run(ctx)
-	daemon.Stopping()
-	if err != nil {
-		log.Error().Err(err).Msg("watchdogd stopped")
-		return err
-	}
-	log.Info().Msg("watchdogd stopped")
-	return nil
+	return daemon.Serve(c.Context, log, "watchdogd", func(ctx context.Context) error {
+		var w *watchdog.Watchdog
+		cfg.Ready = func() { daemon.Ready(ctx, w.Alive) }
+		w = watchdog.New(spool, cfg, log)
+		log.Info().Str("spool", spool.Root).Dur("interval", cfg.Interval).
+			Dur("crash_threshold", cfg.CrashThreshold).Dur("lock_grace", cfg.LockGrace).
+			Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("watchdogd starting")
+		return w.Run(ctx)
+	})
 }
 
 func validate(cfg watchdog.Config) error {

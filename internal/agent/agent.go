@@ -95,16 +95,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
 		return err
 	}
+	// The watch outlives ctx: released jobs are committed during the drain.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	events := make(chan fsq.Event, 1024)
-	werr := make(chan error, 1)
-	go func() {
-		werr <- fsq.Watch(watchCtx, fsq.WatchConfig{
-			Dirs: []string{a.cfg.Spool.StateDir(job.Queued)}, Rescan: a.cfg.Rescan, NoNotify: a.cfg.NoNotify,
-		}, events)
-	}()
-	go a.consume(watchCtx, events)
+	watch := fsq.StartWatch(watchCtx, fsq.WatchConfig{
+		Dirs: []string{a.cfg.Spool.StateDir(job.Queued)}, Rescan: a.cfg.Rescan, NoNotify: a.cfg.NoNotify,
+		OnFallback: func(err error) { a.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans") },
+	})
+	defer watch.Stop()
+	go a.consume(watchCtx, watch.Events)
 
 	// Jobs run under runCtx, which outlives ctx by the drain timeout.
 	runCtx, stopRuns := context.WithCancelCause(context.Background())
@@ -117,15 +116,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.slot(ctx, runCtx)
 		}()
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-werr:
-		if err != nil {
-			stopRuns(errDrain)
-			wg.Wait()
-			return fmt.Errorf("watch incoming: %w", err)
-		}
-	}
+	<-ctx.Done()
 	a.log.Info().Int("running", a.Busy()).Dur("drain_timeout", a.cfg.DrainTimeout).Msg("draining")
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

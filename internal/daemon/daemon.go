@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 )
 
@@ -86,3 +87,19 @@ func Ready(ctx context.Context, alive func() bool) {
 
 // Stopping tells systemd the daemon is draining.
 func Stopping() { _, _ = daemon.SdNotify(false, daemon.SdNotifyStopping) }
+
+// Serve runs fn with a context that the first SIGTERM or SIGINT cancels,
+// tells systemd STOPPING once fn returns, and logs the end (with the error,
+// if any) as the daemon's last line.
+func Serve(parent context.Context, log zerolog.Logger, name string, fn func(ctx context.Context) error) error {
+	ctx, cancel := SignalContext(parent)
+	defer cancel()
+	err := fn(ctx)
+	Stopping()
+	if err != nil {
+		log.Error().Err(err).Msg(name + " stopped")
+		return err
+	}
+	log.Info().Msg(name + " stopped")
+	return nil
+}

@@ -171,17 +171,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	for d := range dirs {
 		wcfg.Dirs = append(wcfg.Dirs, d)
 	}
-	events := make(chan fsq.Event, 256)
-	wctx, stop := context.WithCancel(ctx)
-	werr := make(chan error, 1)
-	watching := true
-	go func() { werr <- fsq.Watch(wctx, wcfg, events) }()
-	defer func() {
-		stop()
-		if watching {
-			<-werr
-		}
-	}()
+	wcfg.OnFallback = func(err error) {
+		m.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
+	}
+	watch := fsq.StartWatch(ctx, wcfg)
+	defer watch.Stop()
 
 	timer := time.NewTimer(m.cfg.Rescan)
 	defer timer.Stop()
@@ -191,19 +185,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-werr:
-			watching = false
-			if ctx.Err() != nil {
-				return nil
-			}
-			if wcfg.NoNotify {
-				return fmt.Errorf("watch: %w", err)
-			}
-			m.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
-			wcfg.NoNotify = true
-			watching = true
-			go func() { werr <- fsq.Watch(wctx, wcfg, events) }()
-		case ev := <-events:
+		case ev := <-watch.Events:
 			m.touch()
 			if ev.Rescan {
 				if err := m.RunOnce(ctx); err != nil {

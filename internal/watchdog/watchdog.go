@@ -138,17 +138,11 @@ func (w *Watchdog) RunOnce(ctx context.Context) error {
 func (w *Watchdog) Run(ctx context.Context) error {
 	incoming := w.spool.StateDir(job.Queued)
 	wcfg := fsq.WatchConfig{Dirs: []string{incoming}, Rescan: w.cfg.Rescan, NoNotify: w.cfg.NoNotify}
-	events := make(chan fsq.Event, 256)
-	wctx, stop := context.WithCancel(ctx)
-	werr := make(chan error, 1)
-	watching := true
-	go func() { werr <- fsq.Watch(wctx, wcfg, events) }()
-	defer func() {
-		stop()
-		if watching {
-			<-werr
-		}
-	}()
+	wcfg.OnFallback = func(err error) {
+		w.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
+	}
+	watch := fsq.StartWatch(ctx, wcfg)
+	defer watch.Stop()
 
 	tick := time.NewTicker(w.cfg.Interval)
 	defer tick.Stop()
@@ -157,19 +151,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-werr:
-			watching = false
-			if ctx.Err() != nil {
-				return nil
-			}
-			if wcfg.NoNotify {
-				return fmt.Errorf("watch: %w", err)
-			}
-			w.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
-			wcfg.NoNotify = true
-			watching = true
-			go func() { werr <- fsq.Watch(wctx, wcfg, events) }()
-		case ev := <-events:
+		case ev := <-watch.Events:
 			w.touch()
 			switch {
 			case ev.Rescan && !ready:

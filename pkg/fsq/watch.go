@@ -3,6 +3,7 @@ package fsq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -31,6 +32,10 @@ type WatchConfig struct {
 	Rescan time.Duration
 	// NoNotify disables fsnotify: only periodic rescans are delivered.
 	NoNotify bool
+	// OnFallback, if set, makes a failure to set up fsnotify (too many
+	// watches, an unsupported filesystem) non-fatal: it is called with the
+	// error and Watch goes on with periodic rescans only.
+	OnFallback func(error)
 }
 
 // Watch sends events for cfg.Dirs to out until ctx is done. The first
@@ -43,17 +48,16 @@ func Watch(ctx context.Context, cfg WatchConfig, out chan<- Event) error {
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	if !cfg.NoNotify {
-		w, err := fsnotify.NewBufferedWatcher(4096)
-		if err != nil {
+		w, err := notifier(cfg.Dirs)
+		switch {
+		case err == nil:
+			defer w.Close()
+			events, errs = w.Events, w.Errors
+		case cfg.OnFallback != nil:
+			cfg.OnFallback(err)
+		default:
 			return err
 		}
-		defer w.Close()
-		for _, d := range cfg.Dirs {
-			if err := w.Add(d); err != nil {
-				return err
-			}
-		}
-		events, errs = w.Events, w.Errors
 	}
 	send := func(ev Event) bool {
 		select {
@@ -101,4 +105,46 @@ func Watch(ctx context.Context, cfg WatchConfig, out chan<- Event) error {
 			}
 		}
 	}
+}
+
+func notifier(dirs []string) (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewBufferedWatcher(4096)
+	if err != nil {
+		return nil, fmt.Errorf("fsnotify: %w", err)
+	}
+	for _, d := range dirs {
+		if err := w.Add(d); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("fsnotify %s: %w", d, err)
+		}
+	}
+	return w, nil
+}
+
+// Watcher is a Watch running in the background.
+type Watcher struct {
+	// Events delivers the events of Watch.
+	Events <-chan Event
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// StartWatch runs Watch in a goroutine until Stop or ctx is done. Unless
+// cfg.OnFallback is set, a failure of fsnotify ends the stream; Err
+// reports it.
+func StartWatch(ctx context.Context, cfg WatchConfig) *Watcher {
+	ctx, stop := context.WithCancel(ctx)
+	ch := make(chan Event, 1024)
+	w := &Watcher{Events: ch, stop: stop, done: make(chan error, 1)}
+	go func() { w.done <- Watch(ctx, cfg, ch) }()
+	return w
+}
+
+// Stop ends the watch and waits for its goroutine; it returns the error
+// that ended the watch early, if any.
+func (w *Watcher) Stop() error {
+	w.stop()
+	err := <-w.done
+	w.done <- err // Stop may be called again
+	return err
 }

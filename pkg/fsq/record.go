@@ -1,0 +1,50 @@
+package fsq
+
+// RecOp names one system-level step taken by this package, as reported to a
+// Recorder. Where an Observer sees one call (WriteFile), a Recorder sees the
+// steps it is made of (create a temp file, write it, fsync it, rename it,
+// fsync the directory), each with the data written: enough to rebuild what
+// a power cut could leave on disk (test/crash's power-loss enumeration).
+type RecOp string
+
+// The steps reported to a Recorder. Paths are as the caller gave them.
+const (
+	RecMkdir   RecOp = "mkdir"     // Path: a directory was created
+	RecCreate  RecOp = "create"    // Path: an empty file was created
+	RecWrite   RecOp = "write"     // Path: Data was appended to the file
+	RecFsync   RecOp = "fsync"     // Path: the file's content was fsynced
+	RecSyncDir RecOp = "fsync-dir" // Path: the directory was fsynced
+	RecRename  RecOp = "rename"    // Path was renamed to Path2, replacing a file there
+	RecRemove  RecOp = "remove"    // Path and everything below it were removed
+)
+
+// Rec is one step reported to a Recorder.
+type Rec struct {
+	Op    RecOp
+	Path  string
+	Path2 string // RecRename's destination
+	Data  []byte // RecWrite's bytes (a copy)
+}
+
+// Recorder is called after each step has succeeded, in the order the steps
+// took effect. It is separate from Observer (called before each operation,
+// for crash points) and, like it, exists only for test/crash; production
+// code leaves it nil.
+type Recorder func(Rec)
+
+var recorder Recorder
+
+// SetRecorder installs r (nil removes it). It is not safe to call while
+// other goroutines use the package.
+func SetRecorder(r Recorder) { recorder = r }
+
+func record(op RecOp, path, path2 string, data []byte) {
+	if recorder == nil {
+		return
+	}
+	var cp []byte
+	if data != nil {
+		cp = append([]byte(nil), data...)
+	}
+	recorder(Rec{Op: op, Path: path, Path2: path2, Data: cp})
+}
