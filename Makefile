@@ -1,8 +1,11 @@
 # farro: build, test and demo entry points.
 #
 #   make build   the four binaries into bin/
-#   make test    gofmt check, go vet, go test -race, systemd unit checks (CI runs this)
+#   make test    gofmt check, go vet, go test -race, systemd unit checks, Debian package check (CI runs this)
 #   make demo    daemons on ./spool and a demo batch of jobs (scripts/demo.sh)
+#   make crawl-demo  crawl a generated site served on 127.0.0.1 (scripts/crawl-demo.sh)
+#   make deb     the Debian package, dist/farro_<version>_<arch>.deb (deploy/deb/)
+#   make check-deb  build the package and check it (deploy/check-deb.sh)
 #   make clean   remove build, demo-log and coverage output (the spool is left alone)
 
 GO      ?= go
@@ -14,7 +17,7 @@ LDFLAGS := -X github.com/farro-dev/farro/internal/daemon.Version=$(VERSION)
 # large queue), build output and git's own directory.
 GOFILES_CMD := find . \( -path ./spool -o -path ./bin -o -path ./.git \) -prune -o -name '*.go' -type f -print0
 
-.PHONY: all build test fmt-check vet gotest verify-units demo clean
+.PHONY: all build test fmt-check vet gotest verify-units demo crawl-demo clean deb check-deb check-deb-fast
 # The steps of test must run in this order, even under make -j.
 .NOTPARALLEL:
 
@@ -23,7 +26,7 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-test: fmt-check vet gotest verify-units
+test: fmt-check vet gotest verify-units check-deb-fast
 
 fmt-check:
 	@echo '==> gofmt -l (every .go file must be gofmt-formatted)'
@@ -45,8 +48,51 @@ gotest:
 verify-units:
 	./deploy/verify-units.sh
 
+# The Debian package. deb is the release build (PIE, trimmed paths, xz);
+# check-deb checks it fully; check-deb-fast (in make test) checks a package
+# built with the test's build cache in seconds: same files, same scripts.
+# As root, CHROOT=/path/to/debootstrap-root also installs it there.
+deb:
+	./deploy/deb/build-deb.sh dist
+
+check-deb:
+	./deploy/check-deb.sh $(if $(CHROOT),--chroot $(CHROOT))
+
+check-deb-fast:
+	./deploy/check-deb.sh --fast
+
 demo: build
 	bash scripts/demo.sh
 
+crawl-demo:
+	bash scripts/crawl-demo.sh
+
 clean:
-	rm -rf $(BIN) demo-logs coverage.out coverage.html *.coverprofile
+	rm -rf $(BIN) dist demo-logs coverage.out coverage.html *.coverprofile
+
+# Benchmarks: bench/ is its own Go module (River's and asynq's dependencies
+# never enter farro's go.mod); -mod=mod lets it follow farro's dependencies
+# as they change. What each figure means: bench/README.md.
+#   make bench        full run, as root: farro vs River (PostgreSQL) and asynq
+#                     (Redis, both installed from Debian's packages if missing)
+#                     vs the filesystem floor, on the root fs and a loop-mounted
+#                     journaled ext4 (about 20 minutes)
+#   make bench-smoke  farro and the floor only, small N, under a minute (CI)
+.PHONY: bench bench-smoke
+bench:
+	cd bench && $(GO) run -mod=mod ./cmd/bench -mode full
+
+bench-smoke:
+	cd bench && $(GO) run -mod=mod ./cmd/bench -mode smoke
+
+# The long crash-simulation run (test/crash, docs/RELIABILITY.md): the kill
+# storm until >= 1,000 kills and 10,000 jobs, the power-loss enumeration at
+# full bound, and every crash point. The full log goes to
+# $TMPDIR/farro-crash-long.log; the one-line summary is printed last.
+.PHONY: crash-long
+crash-long:
+	@log=$${TMPDIR:-/tmp}/farro-crash-long.log; sum=$${TMPDIR:-/tmp}/farro-crash-long-summary.txt; rc=0; \
+	echo "==> go test ./test/crash/... in long mode (log: $$log)"; \
+	FARRO_CRASH_LONG=1 FARRO_CRASH_SUMMARY=$$sum $(GO) test -count=1 -timeout 120m -v ./test/crash/... >$$log 2>&1 || rc=$$?; \
+	grep -E '^(--- |ok|FAIL)|_test.go:[0-9]+: (kill storm|crash points|power|violation)' $$log; \
+	cat $$sum 2>/dev/null; exit $$rc

@@ -13,6 +13,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/daemon"
+	"github.com/farro-dev/farro/internal/fetch"
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -32,7 +33,7 @@ func main() {
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
 	args, handlerArgs := splitExec(os.Args)
 	app.Metadata = map[string]any{"exec-args": handlerArgs}
-	if err := app.Run(args); err != nil {
+	if err := daemon.Run(app, args); err != nil {
 		fmt.Fprintln(os.Stderr, "agentd:", err)
 		os.Exit(1)
 	}
@@ -50,11 +51,15 @@ func run(c *cli.Context) error {
 	} else if e := c.String("exec"); e != "" {
 		command = strings.Fields(e)
 	}
+	fetcher := fetch.NewHandler(spool, nil)
 	a, err := agent.New(agent.Config{
 		Spool: spool, ID: c.String("id"),
 		Handlers: map[string]agent.Handler{
 			"exec": &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")},
 			"noop": agent.Noop,
+			// The crawl handlers: one URL, one robots.txt (internal/fetch).
+			"crawl.fetch":  fetcher,
+			"crawl.robots": &fetch.RobotsHandler{Handler: fetcher},
 		},
 		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
 		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),

@@ -134,6 +134,7 @@ line is reported on stderr as "line N: reason", and the exit code is then 1.`,
 				Usage:        "print one job as JSON: job.json plus location, dir, lock, control and prompt",
 				ArgsUsage:    "ID",
 				OnUsageError: usageErr,
+				Flags:        []cli.Flag{jsonFlag("accepted for symmetry with the other commands: show always prints JSON")},
 				Action:       func(cc *cli.Context) error { return c(cc).Show(cc.Args().Slice()) },
 			},
 			{
@@ -180,5 +181,7 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 			},
 		},
 	}
+	app.Commands = append(app.Commands, crawlCommands(c, usageErr)...)
+	app.Commands = append(app.Commands, opsCommands(c, usageErr)...)
 	return app
 }

@@ -15,13 +15,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/farro-dev/farro/internal/daemon"
+	"github.com/farro-dev/farro/internal/frontier"
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/manager"
+	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 func main() {
-	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+	if err := daemon.Run(newApp(os.Stdout, os.Stderr), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "managerd:", err)
 		os.Exit(1)
 	}
@@ -38,6 +40,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "tmp-max-age", Value: time.Hour, EnvVars: []string{"FARRO_TMP_MAX_AGE"}, Usage: "remove tmp/ leftovers older than this"},
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period (fsnotify backup)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
+		daemon.MetricsRescanFlag,
+		&cli.BoolFlag{Name: "frontier", Value: true, EnvVars: []string{"FARRO_FRONTIER"}, Usage: "run the crawl frontier (--frontier=false: leave crawls to another managerd)"},
 	}, func(c *cli.Context) error { return run(c, stdout) })
 	app.Writer, app.ErrWriter = stdout, stderr
 	return app
@@ -63,6 +67,25 @@ func run(c *cli.Context, stdout io.Writer) error {
 		var m *manager.Manager
 		cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }
 		m = manager.New(spool, cfg, log)
+		if daemon.MetricsEnabled(c) { // the spool's figures: farro_jobs{state} and co.
+			vdone := make(chan error, 1)
+			go func() {
+				vdone <- metrics.FollowSpool(ctx, spool, c.Duration(daemon.MetricsRescanFlag.Name), cfg.NoNotify,
+					func(err error) { log.Warn().Err(err).Msg("metrics spool view") })
+			}()
+			defer func() { <-vdone }()
+		}
+		var fdone chan error
+		if c.Bool("frontier") {
+			fr := frontier.New(frontier.Config{Spool: spool, Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify})
+			fdone = make(chan error, 1)
+			go func() { fdone <- fr.Run(ctx) }()
+			defer func() {
+				if err := <-fdone; err != nil {
+					log.Error().Err(err).Msg("frontier stopped")
+				}
+			}()
+		}
 		log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
 			Dur("backoff_base", cfg.BackoffBase).Dur("backoff_max", cfg.BackoffMax).
 			Dur("retention", cfg.Retention).Dur("tmp_max_age", cfg.TmpMaxAge).

@@ -21,7 +21,7 @@ import (
 )
 
 func main() {
-	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+	if err := daemon.Run(newApp(os.Stdout, os.Stderr), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "watchdogd:", err)
 		os.Exit(1)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/metrics"
+	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -95,6 +97,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
 		return err
 	}
+	metrics.SetSlots(a.cfg.Concurrency)
 	// The watch outlives ctx: released jobs are committed during the drain.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
@@ -154,23 +157,29 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 // slot is one worker: claim, run, commit, until ctx is done.
 func (a *Agent) slot(ctx, runCtx context.Context) {
 	for {
-		id, ok := a.idx.next(ctx)
+		cd, ok := a.idx.next(ctx)
 		if !ok {
 			return
 		}
+		id := cd.id
+		claimStart := time.Now()
 		c, err := a.cfg.Spool.Claim(id, a.holder)
 		if err != nil {
 			a.claimFailed(id, err)
 			continue
 		}
+		claimed(cd, claimStart)
 		a.idx.forget(id, false)
 		a.busy.Add(1)
+		metrics.SlotBusy(1)
 		a.run(runCtx, c)
+		metrics.SlotBusy(-1)
 		a.busy.Add(-1)
 	}
 }
 
 func (a *Agent) claimFailed(id string, err error) {
+	metrics.ClaimFailed(claimFailure(err))
 	l := a.log.With().Str("job_id", id).Logger()
 	switch {
 	case errors.Is(err, fsq.ErrLocked):
@@ -196,6 +205,7 @@ func (a *Agent) claimFailed(id string, err error) {
 
 // run executes one claimed job and commits its outcome.
 func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
+	runStart := time.Now()
 	env := c.Envelope()
 	j := env.Lifecycle
 	l := logx.ForJob(a.log, j)
@@ -220,12 +230,25 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	if h == nil {
 		res.Err = fmt.Errorf("no handler for kind %q on this agent", j.Kind)
 	} else {
-		res = h.Run(hctx, Task{Env: env})
+		// The handler's identity goes into the lock: if this agent dies,
+		// watchdogd makes sure the handler (and whatever it started) is
+		// gone before the job can run again.
+		started := func(pid int) {
+			id, err := proc.Of(pid)
+			if err == nil {
+				err = c.RecordHandler(id)
+			}
+			if err != nil {
+				l.Warn().Err(err).Int("pid", pid).Msg("cannot record the handler in the job's lock")
+			}
+		}
+		res = h.Run(hctx, Task{Env: env, Started: started})
 	}
 	cause := context.Cause(hctx)
 	stop(nil)
 	wg.Wait()
 	a.commit(c, env.Runtime.Dir, res, cause, l)
+	runFinished(c, runStart)
 }
 
 // supervise heartbeats and polls for operator requests while the handler
@@ -284,6 +307,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		if ctl.c.Reason != "" {
 			reason += ": " + ctl.c.Reason
 		}
+		fsq.CrashPoint("agent/remove-control:before", ctl.c.Action) // for test/crash; no-op in release builds
 		if err := os.Remove(filepath.Join(dir, job.ControlFile)); err != nil && !os.IsNotExist(err) {
 			l.Warn().Err(err).Msg("remove control request")
 		}
@@ -299,6 +323,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		to, reason = job.Failed, firstLine(res.Err.Error(), 200)
 		mutate = func(j *job.Job) { j.ExitCode, j.Error = res.ExitCode, res.Err.Error() }
 	}
+	commitStart := time.Now()
 	if err := c.Commit(to, reason, mutate); err != nil {
 		if errors.Is(err, fsq.ErrVanished) {
 			l.Warn().Err(err).Msg("job was taken away by recovery before commit")
@@ -307,6 +332,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		l.Error().Err(err).Msg("commit failed; watchdogd will recover the job")
 		return
 	}
+	metrics.CommitDone(time.Since(commitStart))
 	logx.Transition(l, c.Envelope().Lifecycle, job.InProgress)
 }
 

@@ -17,6 +17,10 @@ import (
 // Task is what a handler gets: the claimed job's envelope.
 type Task struct {
 	Env job.Envelope
+	// Started, if set, is called with the pid of the process a handler
+	// starts for the job (the leader of its own process group), so that
+	// it is recorded in the job's lock for recovery.
+	Started func(pid int)
 }
 
 // Result is a handler's outcome. A nil Err means succeeded.
@@ -91,6 +95,9 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return Result{Err: fmt.Errorf("start %s: %w", e.Command[0], err)}
+	}
+	if t.Started != nil {
+		t.Started(cmd.Process.Pid)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()

@@ -32,6 +32,7 @@ type cand struct {
 	id       string
 	priority int
 	created  time.Time
+	queued   time.Time // job.json's updated_at: when it was queued (for the queue-wait metric)
 }
 
 type candHeap []cand
@@ -88,7 +89,7 @@ func (x *index) load(id string) (cand, bool) {
 	j, err := job.ReadJob(x.spool.JobDir(job.Queued, "", id))
 	switch {
 	case err == nil:
-		c.priority, c.created = j.Priority, j.CreatedAt
+		c.priority, c.created, c.queued = j.Priority, j.CreatedAt, j.UpdatedAt
 	case errors.Is(err, fsq.ErrVanished):
 		x.mu.Lock()
 		delete(x.known, id)
@@ -120,10 +121,10 @@ func (x *index) signal() {
 }
 
 // next blocks until a candidate is available or ctx is done.
-func (x *index) next(ctx context.Context) (string, bool) {
+func (x *index) next(ctx context.Context) (cand, bool) {
 	for {
 		if ctx.Err() != nil {
-			return "", false
+			return cand{}, false
 		}
 		x.mu.Lock()
 		if x.h.Len() > 0 {
@@ -133,12 +134,12 @@ func (x *index) next(ctx context.Context) (string, bool) {
 			if more {
 				x.signal() // let another idle slot take the next one
 			}
-			return c.id, true
+			return c, true
 		}
 		x.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return "", false
+			return cand{}, false
 		case <-x.wake:
 		}
 	}

@@ -31,12 +31,16 @@ var LogLevelFlag = &cli.StringFlag{
 }
 
 // App returns a cli.App with farro's conventions: version, the common flags
-// followed by flags, and action run as the default command.
+// (--spool, --log-level, --metrics-addr, --metrics-allow-remote) followed
+// by flags, and action run as the default command. With --metrics-addr the
+// metrics endpoint is up before action runs and closed after it returns.
 func App(name, usage string, flags []cli.Flag, action cli.ActionFunc) *cli.App {
 	return &cli.App{
 		Name: name, Usage: usage, Version: Version,
-		Flags:                append([]cli.Flag{SpoolFlag, LogLevelFlag}, flags...),
+		Flags:                append([]cli.Flag{SpoolFlag, LogLevelFlag, MetricsAddrFlag, MetricsAllowRemoteFlag}, flags...),
 		Action:               action,
+		Before:               startMetrics(name),
+		After:                stopMetrics,
 		HideHelpCommand:      true,
 		EnableBashCompletion: true,
 	}

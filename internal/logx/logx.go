@@ -25,11 +25,14 @@ func init() {
 }
 
 // New returns a logger writing JSON lines to w (stdout when nil) as actor,
-// e.g. "agentd/w1", at the given level name ("" means info).
+// e.g. "agentd/w1", at the given level name ("" means info). When w is the
+// stream systemd connected to the journal, each line carries its syslog
+// priority prefix (see JournalWriter).
 func New(w io.Writer, actor, level string) zerolog.Logger {
 	if w == nil {
 		w = os.Stdout
 	}
+	w = ForJournal(w)
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {
 		lvl = zerolog.InfoLevel

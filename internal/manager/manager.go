@@ -360,6 +360,7 @@ func (m *Manager) handleFailed(id string) error {
 		return err
 	}
 	logx.Transition(m.log, nj, job.Failed)
+	counted(job.Failed, nj.Status)
 	if nj.Status == job.Deferred && nj.NotBefore != nil {
 		m.sched.set(id, *nj.NotBefore)
 	}
@@ -385,6 +386,7 @@ func (m *Manager) handleStale(id string) error {
 		return err
 	}
 	logx.Transition(m.log, nj, job.Stale)
+	counted(job.Stale, nj.Status)
 	return nil
 }
 
@@ -458,6 +460,7 @@ func (m *Manager) promote(id string) error {
 		return err
 	}
 	logx.Transition(m.log, nj, job.Deferred)
+	counted(job.Deferred, nj.Status)
 	return nil
 }
 

@@ -623,7 +623,7 @@ func TestDeferredPromotedInNotBeforeOrder(t *testing.T) {
 	now := time.Now()
 	ids := []string{"c", "a", "b"}
 	for i, id := range ids {
-		if _, err := e.s.Submit(job.SubmitRequest{ID: id, Kind: "noop", NotBefore: now.Add(time.Duration(100*(i+1)) * time.Millisecond), Prompt: []byte(`{}`)}); err != nil {
+		if _, err := e.s.Submit(job.SubmitRequest{ID: id, Kind: "noop", NotBefore: now.Add(time.Duration(i+1) * time.Second), Prompt: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -35,13 +36,43 @@ func (m *Manager) sweepTmp(ctx context.Context) error {
 			continue
 		}
 		p := filepath.Join(dir, de.Name())
+		fsq.CrashPoint("sweep/remove:before") // for test/crash; no-op in release builds
 		if err := fsq.RemoveAll(p); err != nil {
 			m.log.Error().Err(err).Str("path", p).Msg("cannot sweep tmp leftover")
 			continue
 		}
 		m.log.Info().Str("path", p).Dur("age", time.Since(fi.ModTime()).Round(time.Second)).Msg("swept tmp leftover")
 	}
+	m.sweepQuarantineTemps(cutoff)
 	return nil
+}
+
+// quarantineTemp matches the temp file of an interrupted write of a
+// quarantine note (".<name>.quarantine.json<digits>", see
+// job.Spool.Quarantine): the one kind of temp file that no job's lock
+// covers, for it sits in corrupt/ itself.
+var quarantineTemp = regexp.MustCompile(`^\..+\.quarantine\.json-?[0-9]+$`)
+
+// sweepQuarantineTemps removes the quarantine-note temp files in corrupt/
+// older than cutoff. Nothing else in corrupt/ is ever removed.
+func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
+	dir := m.spool.Path(job.CorruptDir)
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		fi, err := de.Info()
+		if err != nil || !fi.Mode().IsRegular() || !quarantineTemp.MatchString(de.Name()) || fi.ModTime().After(cutoff) {
+			continue
+		}
+		p := filepath.Join(dir, de.Name())
+		if err := os.Remove(p); err != nil {
+			m.log.Error().Err(err).Str("path", p).Msg("cannot sweep interrupted quarantine note")
+			continue
+		}
+		m.log.Info().Str("path", p).Msg("swept interrupted quarantine note")
+	}
 }
 
 // applyRetention removes terminal jobs (succeeded, killed) that finished
@@ -103,15 +134,24 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 // renamed into tmp/ (atomic, so the job is never seen half-deleted), then
 // deleted; a crash in between leaves a tmp/ leftover for the sweep.
 func (m *Manager) expire(id, dir string) error {
+	// The fsq.CrashPoint calls mark the steps for the crash-simulation
+	// harness (test/crash); they do nothing in release builds.
 	lock := m.spool.LockPath(id)
+	fsq.CrashPoint("expire/lock:before")
 	if err := fsq.TryLock(lock, ownerBytes()); err != nil {
 		return err
 	}
-	defer fsq.Unlock(lock)
+	defer func() {
+		fsq.CrashPoint("expire/unlock:before")
+		_ = fsq.Unlock(lock)
+		fsq.CrashPoint("expire/unlock:after")
+	}()
 	dst := m.spool.Path(job.TmpDir, id+".expired."+strconv.FormatInt(time.Now().UnixNano(), 36))
+	fsq.CrashPoint("expire/rename:before")
 	if err := fsq.Rename(dir, dst); err != nil {
 		return fmt.Errorf("retention %s: %w", id, err)
 	}
+	fsq.CrashPoint("expire/remove:before")
 	if err := fsq.RemoveAll(dst); err != nil {
 		return fmt.Errorf("retention %s: %w", id, err)
 	}

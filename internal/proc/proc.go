@@ -106,6 +106,7 @@ func Check(id Identity) Verdict {
 
 type stat struct {
 	state     byte
+	pgrp      int
 	startTime uint64
 }
 
@@ -129,5 +130,9 @@ func readStat(pid int) (stat, error) {
 	if err != nil {
 		return stat{}, fmt.Errorf("proc %d: starttime: %w", pid, err)
 	}
-	return stat{state: fields[0][0], startTime: start}, nil
+	pgrp, err := strconv.Atoi(fields[2]) // field 5
+	if err != nil {
+		return stat{}, fmt.Errorf("proc %d: pgrp: %w", pid, err)
+	}
+	return stat{state: fields[0][0], pgrp: pgrp, startTime: start}, nil
 }

@@ -21,6 +21,7 @@ type StartupStats struct {
 	Schema      int // unknown schema version: left in place
 	Hostile     int // entries that cannot be jobs (left to farroctl fsck)
 	Failed      int // recovery failed (logged)
+	Temps       int // temp files of atomic writes whose writer died, removed
 }
 
 // Startup is the full reconcile pass made when the watchdog starts: it
@@ -77,13 +78,16 @@ func (w *Watchdog) Startup(ctx context.Context) error {
 			w.startupCheck(&st, state, "", id)
 		}
 	}
+	w.sweepTemps(&st, w.spool.Path(job.CorruptDir), func(t string) bool {
+		return strings.HasSuffix(t, ".quarantine.json")
+	})
 	ev := w.log.Info()
 	if st.Reconciled+st.Quarantined+st.Failed+st.Schema+st.Hostile > 0 {
 		ev = w.log.Warn()
 	}
 	ev.Int("jobs", st.Jobs).Int("consistent", st.Consistent).Int("reconciled", st.Reconciled).
 		Int("quarantined", st.Quarantined).Int("busy", st.Busy).Int("schema_mismatch", st.Schema).
-		Int("hostile", st.Hostile).Int("failed", st.Failed).
+		Int("hostile", st.Hostile).Int("failed", st.Failed).Int("temps_removed", st.Temps).
 		Int64("duration_ms", time.Since(start).Milliseconds()).
 		Msg("startup reconcile done")
 	return errors.Join(errs...)
@@ -94,6 +98,9 @@ func (w *Watchdog) startupCheck(st *StartupStats, state job.State, agent, id str
 		st.Hostile++
 		return
 	}
+	w.sweepTemps(st, w.spool.JobDir(state, agent, id), func(t string) bool {
+		return t == job.JobFile || t == job.ControlFile
+	})
 	j, err := job.ReadJob(w.spool.JobDir(state, agent, id))
 	var why string
 	switch {
@@ -128,4 +135,16 @@ func (w *Watchdog) startupCheck(st *StartupStats, state job.State, agent, id str
 		st.Reconciled++
 	}
 	w.logOutcome(out, "startup", why, rerr)
+}
+
+// sweepTemps removes from dir the temp files of atomic writes (of the
+// files target accepts) whose writer died before renaming them: a power
+// cut or a kill leaves them, and nothing else ever would. A temp file
+// younger than LockGrace may belong to a live writer and is left alone.
+func (w *Watchdog) sweepTemps(st *StartupStats, dir string, target func(string) bool) {
+	n, err := fsq.SweepTemps(dir, w.cfg.LockGrace, target)
+	st.Temps += n
+	if err != nil {
+		w.log.Error().Err(err).Msg("cannot remove leftover temp files")
+	}
 }

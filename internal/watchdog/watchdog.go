@@ -34,6 +34,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -248,7 +249,8 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 		return
 	}
 	var owner job.Owner
-	raw, rerr := fsq.ReadOwner(lock)
+	raw, readErr := fsq.ReadOwner(lock)
+	rerr := readErr
 	if rerr == nil {
 		owner, rerr = job.ParseOwner(raw)
 	}
@@ -280,10 +282,15 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 		verdict = VerdictSilent
 		reason = fmt.Sprintf("owner silent: no heartbeat for %s (%s pid %d)", round(silence), owner.Actor, owner.PID)
 	}
+	if verdict != VerdictSilent && !w.handlerGone(id, lock) {
+		return // checked again next interval
+	}
 	// The lock may have changed hands while it was judged: act only if it
 	// still holds what was judged.
+	// Compare what was read, not whether it parsed: an owner file that a
+	// power cut left empty or torn reads fine and never parses.
 	cur, cerr := fsq.ReadOwner(lock)
-	if (rerr == nil) != (cerr == nil) || (rerr == nil && !bytes.Equal(cur, raw)) {
+	if (readErr == nil) != (cerr == nil) || (readErr == nil && !bytes.Equal(cur, raw)) {
 		return
 	}
 	judged := raw
@@ -297,6 +304,36 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 		return
 	}
 	delete(w.locks, id)
+}
+
+// handlerGone makes sure that the handler a dead holder started for job
+// id is no longer running before the job is recovered (and run again): the
+// parent-death signal reaches the handler a moment after its agent died,
+// and never reaches the processes the handler started. A process group
+// recorded in the lock that still has live members is sent SIGKILL (what
+// agentd would have done) and the recovery waits for the next check. When
+// that cannot be checked or done, the recovery waits too: a job is never
+// run twice at once.
+func (w *Watchdog) handlerGone(id, lock string) bool {
+	h, err := job.ReadHandler(lock)
+	if err != nil {
+		return true // none recorded (or unreadable: its writer died at once)
+	}
+	alive, err := proc.GroupAlive(h)
+	if !alive {
+		return true
+	}
+	l := w.log.With().Str("job_id", id).Int("handler_pgid", h.PID).Logger()
+	if err != nil {
+		l.Error().Err(err).Msg("cannot tell whether the dead holder's handler still runs; recovery waits")
+		return false
+	}
+	if err := syscall.Kill(-h.PID, syscall.SIGKILL); err != nil {
+		l.Error().Err(err).Msg("the dead holder's handler still runs and cannot be killed; recovery waits")
+		return false
+	}
+	l.Warn().Msg("the dead holder's handler still ran: its process group was killed; recovery follows once it is gone")
+	return false
 }
 
 // silence returns how long the in-progress job id of agent has not
@@ -389,6 +426,7 @@ func (w *Watchdog) logOutcome(out job.Outcome, verdict, reason string, err error
 	// logx.Transition adds job_id itself: the other lines add it here.
 	base := w.log.With().Str("verdict", verdict).Logger()
 	l := base.With().Str("job_id", out.ID).Logger()
+	counted(out, verdict, err)
 	if err != nil {
 		if errors.Is(err, fsq.ErrLocked) || errors.Is(err, fsq.ErrVanished) {
 			l.Debug().Err(err).Msg("job taken by someone else meanwhile")

@@ -21,16 +21,23 @@ const OwnerFile = "owner"
 // lock without an owner file alike.
 func TryLock(path string, owner []byte) error {
 	hook(OpMkdir, path, "")
+	record(RecBefore, path, "", nil)
 	if err := os.Mkdir(path, 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("lock %s: %w", path, ErrLocked)
 		}
 		return fmt.Errorf("lock %s: %w", path, classify(err))
 	}
+	record(RecMkdir, path, "", nil)
 	hook(OpCreate, filepath.Join(path, OwnerFile), "")
+	record(RecBefore, filepath.Join(path, OwnerFile), "", nil)
 	f, err := os.OpenFile(filepath.Join(path, OwnerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err == nil {
+		record(RecCreate, filepath.Join(path, OwnerFile), "", nil)
 		_, err = f.Write(owner)
+		if err == nil {
+			record(RecWrite, filepath.Join(path, OwnerFile), "", owner)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -52,9 +59,11 @@ func ReadOwner(path string) ([]byte, error) {
 // the directory). A lock that is already gone is not an error.
 func Unlock(path string) error {
 	hook(OpRemove, path, "")
+	record(RecBefore, path, "", nil)
 	if err := os.RemoveAll(path); err != nil {
 		return fmt.Errorf("unlock %s: %w", path, err)
 	}
+	record(RecRemove, path, "", nil)
 	return nil
 }
 

@@ -16,6 +16,11 @@ const (
 	RecSyncDir RecOp = "fsync-dir" // Path: the directory was fsynced
 	RecRename  RecOp = "rename"    // Path was renamed to Path2, replacing a file there
 	RecRemove  RecOp = "remove"    // Path and everything below it were removed
+	// RecBefore comes before each operation of this package (where the
+	// Observer is called), before anything changed: a Recorder may compare
+	// the disk with what it recorded, to see the changes made behind this
+	// package's back (a plain os.Mkdir) and when they were made.
+	RecBefore RecOp = "before"
 )
 
 // Rec is one step reported to a Recorder.
@@ -27,9 +32,9 @@ type Rec struct {
 }
 
 // Recorder is called after each step has succeeded, in the order the steps
-// took effect. It is separate from Observer (called before each operation,
-// for crash points) and, like it, exists only for test/crash; production
-// code leaves it nil.
+// took effect, and with RecBefore before each operation. It is separate
+// from Observer (for crash points) and, like it, exists only for
+// test/crash; production code leaves it nil.
 type Recorder func(Rec)
 
 var recorder Recorder

@@ -16,9 +16,11 @@ func Rename(src, dst string) error {
 		return fmt.Errorf("rename %s -> %s: %w", src, dst, ErrExists)
 	}
 	hook(OpRename, src, dst)
+	record(RecBefore, src, dst, nil)
 	if err := os.Rename(src, dst); err != nil {
 		return fmt.Errorf("rename %s -> %s: %w", src, dst, classify(err))
 	}
+	record(RecRename, src, dst, nil)
 	sdir, ddir := filepath.Dir(src), filepath.Dir(dst)
 	if err := SyncDir(ddir); err != nil {
 		return err
@@ -33,8 +35,10 @@ func Rename(src, dst string) error {
 // parent. A missing path is not an error.
 func RemoveAll(path string) error {
 	hook(OpRemove, path, "")
+	record(RecBefore, path, "", nil)
 	if err := os.RemoveAll(path); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
+	record(RecRemove, path, "", nil)
 	return SyncDir(filepath.Dir(path))
 }

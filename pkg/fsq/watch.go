@@ -87,6 +87,14 @@ func Watch(ctx context.Context, cfg WatchConfig, out chan<- Event) error {
 				}
 			}
 		case e := <-events:
+			if drop, overflow := injectedOverflow(); drop {
+				// Test builds only (see crashpoint_on.go): the event is
+				// lost to a simulated queue overflow.
+				if overflow && !send(Event{Rescan: true}) {
+					return nil
+				}
+				continue
+			}
 			name := filepath.Base(e.Name)
 			if strings.HasPrefix(name, ".") {
 				continue

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -37,6 +39,7 @@ func WriteFile(path string, data []byte, opts ...WriteOption) error {
 	}
 	dir := filepath.Dir(path)
 	hook(OpWrite, path, "")
+	record(RecBefore, path, "", nil)
 	// Not renameio.WriteFile: it keeps an existing file's permissions,
 	// overriding WithPerm.
 	if err := writeAtomic(path, dir, data, cfg.perm); err != nil {
@@ -57,7 +60,20 @@ func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
 	if _, err := pf.Write(data); err != nil {
 		return err
 	}
-	return pf.CloseAtomicallyReplace()
+	// For test/crash: the temp file is written but not yet renamed (a
+	// no-op in release builds).
+	CrashPoint("fsq/write-rename:before")
+	tmp := pf.Name()
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return err
+	}
+	// CloseAtomicallyReplace fsyncs the temp file, closes it and renames
+	// it over path, in that order.
+	record(RecCreate, tmp, "", nil)
+	record(RecWrite, tmp, "", data)
+	record(RecFsync, tmp, "", nil)
+	record(RecRename, tmp, path, nil)
+	return nil
 }
 
 // CreateFile durably creates a new file holding data; it fails with
@@ -65,18 +81,22 @@ func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
 // caller fsyncs the directory once after creating all its files).
 func CreateFile(path string, data []byte) error {
 	hook(OpCreate, path, "")
+	record(RecBefore, path, "", nil)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, classify(err))
 	}
+	record(RecCreate, path, "", nil)
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	record(RecWrite, path, "", data)
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
+	record(RecFsync, path, "", nil)
 	return f.Close()
 }
 
@@ -84,6 +104,7 @@ func CreateFile(path string, data []byte) error {
 // file is created if missing, and then its directory is fsynced too.
 func AppendLine(path string, line []byte) error {
 	hook(OpAppend, path, "")
+	record(RecBefore, path, "", nil)
 	created := false
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
 	if os.IsNotExist(err) {
@@ -93,16 +114,21 @@ func AppendLine(path string, line []byte) error {
 	if err != nil {
 		return fmt.Errorf("append %s: %w", path, classify(err))
 	}
+	if created {
+		record(RecCreate, path, "", nil)
+	}
 	buf := make([]byte, 0, len(line)+1)
 	buf = append(append(buf, line...), '\n')
 	if _, err := f.Write(buf); err != nil {
 		f.Close()
 		return fmt.Errorf("append %s: %w", path, err)
 	}
+	record(RecWrite, path, "", buf)
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
+	record(RecFsync, path, "", nil)
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path, err)
 	}
@@ -116,6 +142,7 @@ func AppendLine(path string, line []byte) error {
 // its entries durable.
 func SyncDir(dir string) error {
 	hook(OpSyncDir, dir, "")
+	record(RecBefore, dir, "", nil)
 	f, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, classify(err))
@@ -124,6 +151,7 @@ func SyncDir(dir string) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
+	record(RecSyncDir, dir, "", nil)
 	return nil
 }
 
@@ -143,8 +171,76 @@ func MkdirDurable(dir string) error {
 		}
 	}
 	hook(OpMkdir, dir, "")
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("mkdir %s: %w", dir, err)
+	record(RecBefore, dir, "", nil)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if !os.IsExist(err) {
+			return fmt.Errorf("mkdir %s: %w", dir, err)
+		}
+	} else {
+		record(RecMkdir, dir, "", nil)
 	}
 	return SyncDir(parent)
+}
+
+// TempTarget tells whether name is a temp file of WriteFile (renameio's
+// "." + target name + random digits) and, if so, the target's name.
+func TempTarget(name string) (string, bool) {
+	if len(name) < 3 || name[0] != '.' {
+		return "", false
+	}
+	t := strings.TrimRight(name[1:], "0123456789")
+	if t == "" || len(t) == len(name)-1 {
+		return "", false
+	}
+	return t, true
+}
+
+// SweepTemps removes the temp files WriteFile left in dir when its process
+// died, or the power was cut, between creating one and renaming it over
+// its target: those whose target satisfies target and that are older than
+// olderThan (a live WriteFile's temp file lives for milliseconds). The
+// removals are not fsynced: a temp file that comes back after a power cut
+// is swept again. The directory keeps its mtime (watchdogd reads it as the
+// time a job last moved). It returns how many files it removed.
+func SweepTemps(dir string, olderThan time.Duration, target func(name string) bool) (int, error) {
+	dfi, err := os.Lstat(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("sweep temps %s: %w", dir, err)
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("sweep temps %s: %w", dir, err)
+	}
+	cutoff := time.Now().Add(-olderThan)
+	n := 0
+	for _, de := range des {
+		t, ok := TempTarget(de.Name())
+		if !ok || !de.Type().IsRegular() || !target(t) {
+			continue
+		}
+		if fi, err := de.Info(); err != nil || fi.ModTime().After(cutoff) {
+			continue
+		}
+		p := filepath.Join(dir, de.Name())
+		hook(OpRemove, p, "")
+		record(RecBefore, p, "", nil)
+		if err := os.Remove(p); err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return n, fmt.Errorf("sweep temps %s: %w", dir, err)
+		}
+		record(RecRemove, p, "", nil)
+		n++
+	}
+	if n > 0 {
+		_ = os.Chtimes(dir, time.Time{}, dfi.ModTime())
+	}
+	return n, nil
 }

@@ -52,7 +52,10 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	if err := ValidateID(h.Agent); err != nil {
 		return nil, fmt.Errorf("agent id: %w", err)
 	}
+	// The fsq.CrashPoint calls mark the steps for the crash-simulation
+	// harness (test/crash); they do nothing in release builds.
 	lock := s.LockPath(id)
+	fsq.CrashPoint("claim/lock:before")
 	if err := fsq.TryLock(lock, NewOwner(h.Actor, h.Agent).marshal()); err != nil {
 		return nil, err
 	}
@@ -77,11 +80,13 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w: %v (quarantine: %v)", id, ErrCorrupt, err, qerr)
 	}
+	fsq.CrashPoint("claim/mkdir-agent:before")
 	if err := fsq.MkdirDurable(s.AgentDir(h.Agent)); err != nil {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
 	dst := s.JobDir(InProgress, h.Agent, id)
+	fsq.CrashPoint("claim/rename:before")
 	if err := fsq.Rename(src, dst); err != nil {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
@@ -100,6 +105,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj.CorrelationID = id + "/" + fmt.Sprint(nj.Attempts) + "-" + randHex(3)
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
 	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
+	fsq.CrashPoint("claim/write:before")
 	if err := fsq.WriteFile(dst+"/"+JobFile, nj.Marshal()); err != nil {
 		// Undo the move so the job is not stranded; if even that fails,
 		// watchdogd rolls the claim back (status is still queued).
@@ -108,7 +114,9 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		}
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
+	fsq.CrashPoint("claim/append:before")
 	_ = appendEvent(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
+	fsq.CrashPoint("claim/append:after")
 	return &Claimed{spool: s, holder: h, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
 }
 
@@ -125,9 +133,11 @@ func (c *Claimed) Heartbeat() error {
 	now := time.Now().UTC()
 	j := c.env.Lifecycle.Clone()
 	j.LastHeartbeat, j.UpdatedAt = &now, now
+	fsq.CrashPoint("heartbeat/write:before")
 	if err := fsq.WriteFile(c.env.Runtime.Dir+"/"+JobFile, j.Marshal(), fsq.WithoutDirSync()); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", j.ID, err)
 	}
+	fsq.CrashPoint("heartbeat/write:after")
 	c.env.Lifecycle = j
 	return nil
 }
@@ -157,18 +167,25 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 		mutate(j)
 	}
 	dir := c.env.Runtime.Dir
+	dropTemps(dir, false) // the job.json write below fsyncs dir
+	q := string(to)       // crash points are per target state
+	fsq.CrashPoint("commit/write:before", q)
 	if err := fsq.WriteFile(dir+"/"+JobFile, j.Marshal()); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
+	fsq.CrashPoint("commit/append:before", q)
 	_ = appendEvent(dir, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID})
 	dst := c.spool.JobDir(to, "", j.ID)
+	fsq.CrashPoint("commit/rename:before", q)
 	if err := fsq.Rename(dir, dst); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
 	c.done = true
 	c.env.Lifecycle, c.env.Runtime.Dir = j, dst
+	fsq.CrashPoint("commit/unlock:before", q)
 	if err := fsq.Unlock(c.env.Runtime.Lock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
+	fsq.CrashPoint("commit/unlock:after", q)
 	return nil
 }

@@ -99,9 +99,11 @@ func (s *Spool) RequestControl(agent, id string, c Control) error {
 		return fmt.Errorf("control %s: job is finishing (status %s): %w", id, j.Status, fsq.ErrVanished)
 	}
 	b, _ := json.MarshalIndent(c, "", "  ")
+	fsq.CrashPoint("control/write:before", c.Action) // for test/crash; no-op in release builds
 	if err := fsq.WriteFile(filepath.Join(dir, ControlFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("control %s: %w", id, err)
 	}
+	fsq.CrashPoint("control/write:after", c.Action)
 	return nil
 }
 

@@ -26,11 +26,20 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	if from == InProgress || to == InProgress {
 		return nil, fmt.Errorf("move %s: in-progress jobs move only by their holder or by recovery, and only Claim makes them", id)
 	}
+	// The fsq.CrashPoint calls mark the steps for the crash-simulation
+	// harness (test/crash), per from-to pair; they do nothing in release
+	// builds.
+	q := string(from) + "-" + string(to)
 	lock := s.LockPath(id)
+	fsq.CrashPoint("move/lock:before", q)
 	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {
 		return nil, fmt.Errorf("move %s: %w", id, err)
 	}
-	defer fsq.Unlock(lock)
+	defer func() {
+		fsq.CrashPoint("move/unlock:before", q)
+		_ = fsq.Unlock(lock)
+		fsq.CrashPoint("move/unlock:after", q)
+	}()
 	src := s.JobDir(from, "", id)
 	j, err := ReadJob(src)
 	if err != nil {
@@ -66,10 +75,15 @@ func (s *Spool) apply(j *Job, src string, to State, actor, reason string, mutate
 			return nil, fmt.Errorf("move %s: %w", j.ID, err)
 		}
 	}
+	dropTemps(src, false) // the job.json write below fsyncs src
+	q := string(j.Status) + "-" + string(to)
+	fsq.CrashPoint("move/write:before", q)
 	if err := fsq.WriteFile(src+"/"+JobFile, nj.Marshal()); err != nil {
 		return nil, fmt.Errorf("move %s: %w", j.ID, err)
 	}
+	fsq.CrashPoint("move/append:before", q)
 	_ = appendEvent(src, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID})
+	fsq.CrashPoint("move/rename:before", q)
 	if err := fsq.Rename(src, s.JobDir(to, nj.Agent, j.ID)); err != nil {
 		return nil, fmt.Errorf("move %s: %w", j.ID, err)
 	}

@@ -52,7 +52,10 @@ func (s *Spool) RecoverLock(id, actor, why string) (Outcome, error) {
 func (s *Spool) RecoverJudgedLock(id, actor, why string, judged []byte) (Outcome, error) {
 	lock := s.LockPath(id)
 	guard := filepath.Join(lock, recoveringDir)
-	if err := os.Mkdir(guard, 0o755); err != nil {
+	// The fsq.CrashPoint calls mark the steps for the crash-simulation
+	// harness (test/crash); they do nothing in release builds.
+	fsq.CrashPoint("recover/guard:before")
+	if err := takeGuard(guard); err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return Outcome{ID: id, Action: ActionNone, Detail: "lock already gone"}, nil
@@ -65,7 +68,9 @@ func (s *Spool) RecoverJudgedLock(id, actor, why string, judged []byte) (Outcome
 		cur, err := fsq.ReadOwner(lock)
 		same := err == nil && bytes.Equal(cur, judged)
 		if len(judged) == 0 {
-			same = errors.Is(err, fs.ErrNotExist)
+			// Judged without a readable owner: none, or an empty one
+			// (it is never fsynced; a power cut often leaves it empty).
+			same = errors.Is(err, fs.ErrNotExist) || (err == nil && len(cur) == 0)
 		}
 		if !same {
 			_ = os.Remove(guard)
@@ -77,14 +82,48 @@ func (s *Spool) RecoverJudgedLock(id, actor, why string, judged []byte) (Outcome
 		_ = os.Remove(guard)
 		return out, err
 	}
-	if err := fsq.Unlock(lock); err != nil {
+	fsq.CrashPoint("recover/unlock:before")
+	// Move the lock out of the way in one atomic step before removing it:
+	// a recoverer that took its guard in the meantime finds the lock gone
+	// instead of racing a half-removed directory. Leftovers in tmp/ are
+	// swept by managerd.
+	trash := s.Path(TmpDir, id+LockSuffix+".recovered-"+randHex(4))
+	if err := os.Rename(lock, trash); err != nil {
+		return out, fmt.Errorf("recover %s: unlock: %w", id, err)
+	}
+	if err := fsq.Unlock(trash); err != nil {
 		return out, err
 	}
+	fsq.CrashPoint("recover/unlock:after")
 	return out, nil
 }
 
 // recoveringDir, inside a lock, marks a recovery at work.
 const recoveringDir = "recovering"
+
+// RecoveryGuardTimeout is the age past which a recovery guard is taken to
+// be abandoned by a recoverer that died inside its recovery: killed, or
+// cut off by a power cut (the guard is not fsynced, but may well survive
+// one). A recovery takes milliseconds.
+const RecoveryGuardTimeout = 30 * time.Second
+
+// takeGuard makes the recovery guard with mkdir. An existing guard older
+// than RecoveryGuardTimeout is abandoned: it is replaced, or nobody would
+// ever recover the job again. Any other existing guard yields fs.ErrExist.
+func takeGuard(guard string) error {
+	err := os.Mkdir(guard, 0o755)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, serr := os.Lstat(guard)
+	if serr != nil || time.Since(fi.ModTime()) < RecoveryGuardTimeout {
+		return err
+	}
+	if rerr := os.Remove(guard); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return err
+	}
+	return os.Mkdir(guard, 0o755)
+}
 
 // Reconcile takes job id's lock and recovers it as RecoverLock does. It is
 // for jobs found in-progress without a lock, or whose status disagrees with
@@ -118,8 +157,12 @@ func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
 		return out, fmt.Errorf("recover %s: %w: found in %d places; run farroctl fsck", id, ErrDuplicate, len(locs))
 	}
 	loc := locs[0]
+	// A dead holder may have been killed in the middle of a job.json
+	// write (a heartbeat, its commit): drop its temp file.
+	dropTemps(loc.Dir, true)
 	if loc.State == InProgress {
 		stale := s.JobDir(Stale, "", id)
+		fsq.CrashPoint("recover/to-stale:before")
 		if err := fsq.Rename(loc.Dir, stale); err != nil {
 			return out, fmt.Errorf("recover %s: %w", id, err)
 		}
@@ -166,6 +209,12 @@ func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
 	case CanTransition(loc.State, j.Status) && j.Status != InProgress:
 		out.Action, out.From, out.To = ActionRolledForward, loc.State, j.Status
 		return out, s.renameTo(loc.Dir, j.Status, id)
+	case loc.State == Stale && CanTransition(InProgress, j.Status):
+		// A recovery that had moved a half-done commit (succeeded,
+		// failed, held) out of in-progress/ died before moving it on: its
+		// status is the commit's, so finish the move, never re-run it.
+		out.Action, out.From, out.To = ActionRolledForward, InProgress, j.Status
+		return out, s.renameTo(loc.Dir, j.Status, id)
 	}
 	out.Action, out.From, out.To = ActionRepaired, j.Status, loc.State
 	out.Detail = fmt.Sprintf("status %s did not match directory %s/", j.Status, loc.State.Dir())
@@ -182,14 +231,17 @@ func (s *Spool) rewrite(j *Job, dir string, to State, actor, reason string, muta
 	if mutate != nil {
 		mutate(nj)
 	}
+	fsq.CrashPoint("recover/write:before", string(to))
 	if err := fsq.WriteFile(dir+"/"+JobFile, nj.Marshal()); err != nil {
 		return nil, fmt.Errorf("recover %s: %w", j.ID, err)
 	}
+	fsq.CrashPoint("recover/append:before", string(to))
 	_ = appendEvent(dir, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID})
 	return nj, nil
 }
 
 func (s *Spool) renameTo(dir string, st State, id string) error {
+	fsq.CrashPoint("recover/rename:before", string(st))
 	if err := fsq.Rename(dir, s.JobDir(st, "", id)); err != nil {
 		return fmt.Errorf("recover %s: %w", id, err)
 	}

@@ -158,14 +158,17 @@ func ReadPrompt(dir string) (json.RawMessage, error) {
 func (s *Spool) Quarantine(path, reason string) (string, error) {
 	name := filepath.Base(path) + "." + time.Now().UTC().Format("20060102T150405.000000Z")
 	dst := s.Path(CorruptDir, name)
+	fsq.CrashPoint("quarantine/rename:before") // for test/crash; no-op in release builds
 	if err := fsq.Rename(path, dst); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}
 	note, _ := json.MarshalIndent(map[string]any{
 		"from": path, "reason": reason, "at": time.Now().UTC(),
 	}, "", "  ")
+	fsq.CrashPoint("quarantine/note:before")
 	if err := fsq.WriteFile(dst+".quarantine.json", append(note, '\n')); err != nil {
 		return dst, fmt.Errorf("quarantine note: %w", err)
 	}
+	fsq.CrashPoint("quarantine/note:after")
 	return dst, nil
 }

@@ -64,7 +64,10 @@ func (s *Spool) Submit(req SubmitRequest) (*Job, error) {
 		j.Status, j.NotBefore, j.Reason = Deferred, &nb, "scheduled"
 	}
 
+	// The fsq.CrashPoint calls mark the steps for the crash-simulation
+	// harness (test/crash); they do nothing in release builds.
 	tmp := s.Path(TmpDir, req.ID+"."+randHex(4))
+	fsq.CrashPoint("submit/mkdir-tmp:before")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
 	}
@@ -79,27 +82,35 @@ func (s *Spool) Submit(req SubmitRequest) (*Job, error) {
 		name string
 		data []byte
 	}{{PromptFile, req.Prompt}, {JobFile, j.Marshal()}, {EventsFile, append(ev, '\n')}} {
+		fsq.CrashPoint("submit/create:before", f.name)
 		if err := fsq.CreateFile(tmp+"/"+f.name, f.data); err != nil {
 			return nil, fmt.Errorf("submit %s: %w", req.ID, err)
 		}
 	}
+	fsq.CrashPoint("submit/sync-tmp:before")
 	if err := fsq.SyncDir(tmp); err != nil {
 		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
 	}
 
 	lock := s.LockPath(req.ID)
+	fsq.CrashPoint("submit/lock:before")
 	if err := fsq.TryLock(lock, NewOwner(req.Actor, "").marshal()); err != nil {
 		if errors.Is(err, fsq.ErrLocked) {
 			return nil, fmt.Errorf("submit %s: %w (its lock is held)", req.ID, ErrDuplicate)
 		}
 		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
 	}
-	defer fsq.Unlock(lock)
+	defer func() {
+		fsq.CrashPoint("submit/unlock:before")
+		_ = fsq.Unlock(lock)
+		fsq.CrashPoint("submit/unlock:after")
+	}()
 	if locs, err := s.Locate(req.ID); err == nil {
 		return nil, fmt.Errorf("submit %s: %w (in %s)", req.ID, ErrDuplicate, locs[0].State)
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
 	}
+	fsq.CrashPoint("submit/rename:before")
 	if err := fsq.Rename(tmp, s.JobDir(j.Status, "", req.ID)); err != nil {
 		if errors.Is(err, fsq.ErrExists) {
 			return nil, fmt.Errorf("submit %s: %w", req.ID, ErrDuplicate)

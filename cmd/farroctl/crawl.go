@@ -1,0 +1,232 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/ctl"
+)
+
+// crawlCommands are farroctl's crawl commands: crawl (start, ls, status,
+// pause, resume, cancel, export), domains, domain (show, reset) and why.
+func crawlCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorFunc) []*cli.Command {
+	def := crawl.New("")
+	nameArg := func(cc *cli.Context, n int) ([]string, error) {
+		args, err := absorbFlags(cc)
+		if err != nil {
+			return nil, err
+		}
+		if len(args) != n {
+			return nil, ctl.Usagef("%s: want %d argument(s), got %d (see --help)", cc.Command.Name, n, len(args))
+		}
+		return args, nil
+	}
+	simple := func(name, usage string, fn func(*ctl.Ctl, string) error) *cli.Command {
+		return &cli.Command{
+			Name: name, Usage: usage, ArgsUsage: "NAME", OnUsageError: usageErr,
+			Action: func(cc *cli.Context) error {
+				a, err := nameArg(cc, 1)
+				if err != nil {
+					return err
+				}
+				return fn(c(cc), a[0])
+			},
+		}
+	}
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+	start := &cli.Command{
+		Name:      "start",
+		Usage:     "start a crawl: its configuration goes to the spool, managerd's frontier drives it",
+		ArgsUsage: "NAME",
+		Description: `NAME: [A-Za-z0-9][A-Za-z0-9_-]{0,63}, never reused. Prints NAME.
+Seeds come from --seed (repeatable) and --seeds-file (lines "URL [PRIORITY]", '#' comments, - for stdin).
+Budgets count URL jobs released; 0 means unlimited. A run starts with start and with every resume;
+a per-run budget reached pauses the crawl.`,
+		OnUsageError: usageErr,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "seed", Usage: "start `URL` (repeatable)"},
+			&cli.StringFlag{Name: "seeds-file", Usage: "read seeds from `FILE` (- for stdin)"},
+			&cli.StringFlag{Name: "scope", Value: string(def.Scope), Usage: "host (the seeds' hosts, www. folded), domain (their registrable domains, subdomains included) or prefix (URLs starting with a seed)"},
+			&cli.IntFlag{Name: "max-depth", Value: def.MaxDepth, Usage: "links followed from a seed (seeds: depth 0)"},
+			&cli.Int64Flag{Name: "max-pages", Usage: "URL jobs released in total (0: unlimited)"},
+			&cli.Int64Flag{Name: "max-pages-per-domain", Usage: "URL jobs released per domain (0: unlimited)"},
+			&cli.Int64Flag{Name: "max-pages-per-run", Usage: "URL jobs released per run (0: unlimited)"},
+			&cli.Int64Flag{Name: "max-pages-per-domain-per-run", Usage: "URL jobs released per domain per run (0: unlimited)"},
+			&cli.DurationFlag{Name: "delay", Value: def.Delay.D(), Usage: "minimum interval between two requests to one domain"},
+			&cli.DurationFlag{Name: "jitter", Value: def.Jitter.D(), Usage: "random extra interval, in [0, jitter)"},
+			&cli.DurationFlag{Name: "max-crawl-delay", Value: def.MaxCrawlDelay.D(), Usage: "cap on robots.txt Crawl-delay"},
+			&cli.IntFlag{Name: "max-in-flight-per-domain", Value: def.MaxInFlightPerDomain, Usage: "requests in flight per domain"},
+			&cli.IntFlag{Name: "max-in-flight", Value: def.MaxInFlight, Usage: "jobs released and not finished, all domains"},
+			&cli.StringFlag{Name: "user-agent", Value: def.UserAgent, Usage: "User-Agent header, and the product token robots.txt groups are matched with"},
+			&cli.BoolFlag{Name: "obey-robots", Value: true, Usage: "obey robots.txt (RFC 9309); --obey-robots=false ignores it"},
+			&cli.BoolFlag{Name: "allow-private", Usage: "allow private, loopback and link-local addresses (SSRF guard off)"},
+			&cli.StringSliceFlag{Name: "resolve", Usage: "`HOST:PORT:ADDR`: connect to ADDR for HOST:PORT, as curl (repeatable)"},
+			&cli.DurationFlag{Name: "timeout", Value: def.Timeout.D(), Usage: "per request"},
+			&cli.DurationFlag{Name: "connect-timeout", Value: def.ConnectTimeout.D(), Usage: "per connection"},
+			&cli.Int64Flag{Name: "max-body-bytes", Value: def.MaxBodyBytes, Usage: "body size cap (longer bodies are truncated)"},
+			&cli.IntFlag{Name: "max-attempts", Usage: "attempts per URL on network failures (0: managerd's --max-attempts)"},
+			&cli.IntFlag{Name: "max-redirects", Value: def.MaxRedirects, Usage: "redirect hops followed from a discovered URL"},
+			&cli.IntFlag{Name: "block-threshold", Value: def.BlockThreshold, Usage: "consecutive 403/429/5xx that block a domain"},
+			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a blocked domain rests"},
+			&cli.IntFlag{Name: "unreachable-threshold", Value: def.UnreachableThreshold, Usage: "consecutive network failures that make a domain unreachable"},
+			&cli.DurationFlag{Name: "unreachable-cooldown", Value: def.UnreachableCooldown.D(), Usage: "how long an unreachable domain rests"},
+			&cli.IntFlag{Name: "max-domain-retries", Value: def.MaxDomainRetries, Usage: "cooldowns before a domain is given up for this crawl"},
+			&cli.BoolFlag{Name: "sort-query", Usage: "normalization: sort query parameters"},
+			&cli.BoolFlag{Name: "strip-www", Usage: "normalization: fold leading www. of hosts"},
+			&cli.BoolFlag{Name: "lowercase-path", Usage: "normalization: lowercase paths"},
+			&cli.BoolFlag{Name: "drop-empty-query", Usage: "normalization: drop an empty '?'"},
+		},
+		Action: func(cc *cli.Context) error {
+			a, err := nameArg(cc, 1)
+			if err != nil {
+				return err
+			}
+			cr := crawl.New(a[0])
+			cr.Scope = crawl.Scope(cc.String("scope"))
+			cr.MaxDepth = cc.Int("max-depth")
+			cr.MaxPages, cr.MaxPagesPerDomain = cc.Int64("max-pages"), cc.Int64("max-pages-per-domain")
+			cr.MaxPagesPerRun, cr.MaxPagesPerDomainPerRun = cc.Int64("max-pages-per-run"), cc.Int64("max-pages-per-domain-per-run")
+			cr.Delay, cr.Jitter, cr.MaxCrawlDelay = crawl.Duration(cc.Duration("delay")), crawl.Duration(cc.Duration("jitter")), crawl.Duration(cc.Duration("max-crawl-delay"))
+			cr.MaxInFlightPerDomain, cr.MaxInFlight = cc.Int("max-in-flight-per-domain"), cc.Int("max-in-flight")
+			cr.UserAgent, cr.ObeyRobots, cr.AllowPrivate = cc.String("user-agent"), cc.Bool("obey-robots"), cc.Bool("allow-private")
+			cr.Timeout, cr.ConnectTimeout = crawl.Duration(cc.Duration("timeout")), crawl.Duration(cc.Duration("connect-timeout"))
+			cr.MaxBodyBytes, cr.MaxAttempts, cr.MaxRedirects = cc.Int64("max-body-bytes"), cc.Int("max-attempts"), cc.Int("max-redirects")
+			cr.BlockThreshold, cr.BlockCooldown = cc.Int("block-threshold"), crawl.Duration(cc.Duration("block-cooldown"))
+			cr.UnreachableThreshold, cr.UnreachableCooldown = cc.Int("unreachable-threshold"), crawl.Duration(cc.Duration("unreachable-cooldown"))
+			cr.MaxDomainRetries = cc.Int("max-domain-retries")
+			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
+			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve")})
+		},
+	}
+	crawlCmd := &cli.Command{
+		Name:         "crawl",
+		Usage:        "crawls: start, ls, status, pause, resume, cancel, export",
+		OnUsageError: usageErr,
+		Subcommands: []*cli.Command{
+			start,
+			{
+				Name: "ls", Usage: "list the crawls", OnUsageError: usageErr, Flags: []cli.Flag{jsonFlag},
+				Action: func(cc *cli.Context) error {
+					if cc.Args().Present() {
+						return ctl.Usagef("crawl ls takes no arguments")
+					}
+					return c(cc).CrawlList(cc.Bool("json"))
+				},
+			},
+			{
+				Name: "status", Usage: "a crawl's progress: fetched, pending, in flight, failed, per-state and per-domain counts, rate",
+				ArgsUsage: "NAME", OnUsageError: usageErr, Flags: []cli.Flag{jsonFlag},
+				Action: func(cc *cli.Context) error {
+					a, err := nameArg(cc, 1)
+					if err != nil {
+						return err
+					}
+					return c(cc).CrawlStatus(a[0], cc.Bool("json"))
+				},
+			},
+			simple("pause", "stop releasing URLs (jobs in flight finish)", (*ctl.Ctl).CrawlPause),
+			simple("resume", "release URLs again (a new run)", (*ctl.Ctl).CrawlResume),
+			simple("cancel", "stop the crawl for good: nothing more is released, queued jobs are killed, running ones stopped", (*ctl.Ctl).CrawlCancel),
+			simple("export", "print the crawl's artifacts as JSON Lines", (*ctl.Ctl).CrawlExport),
+		},
+	}
+	domains := &cli.Command{
+		Name: "domains", Usage: "the domain-status table of a crawl (or of every crawl)", OnUsageError: usageErr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "crawl", Usage: "only crawl `NAME`"},
+			&cli.StringSliceFlag{Name: "status", Usage: "only domains in status `S`: pending, active, exhausted, blocked, unreachable"},
+			jsonFlag,
+		},
+		Action: func(cc *cli.Context) error {
+			if cc.Args().Present() {
+				return ctl.Usagef("domains takes no arguments (use --crawl)")
+			}
+			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json")})
+		},
+	}
+	domain := &cli.Command{
+		Name: "domain", Usage: "one domain of a crawl: show, reset", OnUsageError: usageErr,
+		Subcommands: []*cli.Command{
+			{
+				Name: "show", Usage: "print the domain's entity as JSON", ArgsUsage: "NAME DOMAIN", OnUsageError: usageErr,
+				Action: func(cc *cli.Context) error {
+					a, err := nameArg(cc, 2)
+					if err != nil {
+						return err
+					}
+					return c(cc).DomainShow(a[0], a[1])
+				},
+			},
+			{
+				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared)",
+				ArgsUsage: "NAME DOMAIN", OnUsageError: usageErr,
+				Action: func(cc *cli.Context) error {
+					a, err := nameArg(cc, 2)
+					if err != nil {
+						return err
+					}
+					return c(cc).DomainReset(a[0], a[1])
+				},
+			},
+		},
+	}
+	whyCmd := &cli.Command{
+		Name: "why", Usage: "why a URL is (not) fetched: never seen, out of scope, too deep, robots rule, over budget, cooling down, waiting, in flight, done",
+		ArgsUsage: "NAME URL", OnUsageError: usageErr, Flags: []cli.Flag{jsonFlag},
+		Action: func(cc *cli.Context) error {
+			a, err := nameArg(cc, 2)
+			if err != nil {
+				return err
+			}
+			return c(cc).Why(a[0], a[1], cc.Bool("json"))
+		},
+	}
+	return []*cli.Command{crawlCmd, domains, domain, whyCmd}
+}
+
+// absorbFlags lets the crawl commands take their flags after their
+// arguments too ("crawl start NAME --seed URL", as the issue writes it):
+// urfave/cli stops parsing flags at the first argument, so the flags found
+// among the arguments are set here; the remaining arguments are returned.
+func absorbFlags(cc *cli.Context) ([]string, error) {
+	args := cc.Args().Slice()
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var fl cli.Flag
+		for _, f := range cc.Command.Flags {
+			for _, n := range f.Names() {
+				if n == name {
+					fl = f
+				}
+			}
+		}
+		if fl == nil {
+			return nil, ctl.Usagef("%s: unknown flag %s (see --help)", cc.Command.Name, a)
+		}
+		if _, isBool := fl.(*cli.BoolFlag); isBool && !hasVal {
+			val = "true"
+		} else if !hasVal {
+			if i+1 >= len(args) {
+				return nil, ctl.Usagef("%s: flag %s needs a value", cc.Command.Name, a)
+			}
+			i++
+			val = args[i]
+		}
+		if err := cc.Set(name, val); err != nil {
+			return nil, ctl.Usagef("%s: %s %q: %v", cc.Command.Name, a, val, err)
+		}
+	}
+	return pos, nil
+}

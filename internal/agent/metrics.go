@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"errors"
+	"time"
+
+	"github.com/farro-dev/farro/internal/metrics"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// claimed records a successful claim: its latency and how long the job
+// had waited in incoming/ (since the updated_at the index read, i.e. when
+// it was submitted, promoted, released or requeued).
+func claimed(cd cand, start time.Time) {
+	now := time.Now()
+	var waited time.Duration
+	if !cd.queued.IsZero() {
+		waited = now.Sub(cd.queued)
+	}
+	metrics.ClaimDone(now.Sub(start), waited)
+}
+
+// claimFailure names a failed claim for farro_claims_failed_total.
+func claimFailure(err error) string {
+	switch {
+	case errors.Is(err, fsq.ErrLocked):
+		return "locked"
+	case errors.Is(err, fsq.ErrVanished):
+		return "vanished"
+	case errors.Is(err, job.ErrSchema):
+		return "schema"
+	case errors.Is(err, job.ErrState):
+		return "state"
+	case errors.Is(err, job.ErrCorrupt):
+		return "corrupt"
+	}
+	return "other"
+}
+
+// runFinished records a run once its commit was attempted: the outcome is
+// the state committed, or lost when the job is still in-progress for us
+// (taken away by recovery, or a commit that failed and is left to it).
+func runFinished(c *job.Claimed, start time.Time) {
+	outcome := metrics.OutcomeLost
+	switch c.Envelope().Lifecycle.Status {
+	case job.Succeeded:
+		outcome = metrics.OutcomeSucceeded
+	case job.Failed:
+		outcome = metrics.OutcomeFailed
+	case job.Killed:
+		outcome = metrics.OutcomeKilled
+	case job.Held:
+		outcome = metrics.OutcomeHeld
+	case job.Queued:
+		outcome = metrics.OutcomeReleased
+	}
+	metrics.RunFinished(outcome, time.Since(start))
+}

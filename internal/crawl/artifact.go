@@ -1,0 +1,277 @@
+package crawl
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// FetchPrompt is the prompt.json of a crawl.fetch job. Everything the
+// fetcher needs is in it: the fetcher reads no crawl configuration.
+type FetchPrompt struct {
+	Crawl            string            `json:"crawl"`
+	URL              string            `json:"url"` // normalized
+	Domain           string            `json:"domain"`
+	Depth            int               `json:"depth"`
+	Hops             int               `json:"hops,omitempty"` // redirects followed to reach this URL
+	DiscoveredFrom   string            `json:"discovered_from,omitempty"`
+	UserAgent        string            `json:"user_agent"`
+	TimeoutMS        int64             `json:"timeout_ms"`
+	ConnectTimeoutMS int64             `json:"connect_timeout_ms"`
+	MaxBodyBytes     int64             `json:"max_body_bytes"`
+	Resolve          map[string]string `json:"resolve,omitempty"`
+	AllowPrivate     bool              `json:"allow_private"`
+	// MinIntervalMS: the fetcher waits until this long after the last
+	// request to the domain by any fetcher (gates/<domain>).
+	MinIntervalMS int64 `json:"min_interval_ms"`
+	// Robots: the robots.txt the frontier checked the URL against; the
+	// fetcher checks again. Nil when the crawl ignores robots.txt.
+	Robots *RobotsRef `json:"robots,omitempty"`
+}
+
+// RobotsRef names a stored robots.txt.
+type RobotsRef struct {
+	Origin     string `json:"origin"`
+	Verdict    string `json:"verdict"`
+	HTTPStatus int    `json:"http_status"`
+	BodySHA256 string `json:"body_sha256,omitempty"`
+}
+
+// RobotsPrompt is the prompt.json of a crawl.robots job.
+type RobotsPrompt struct {
+	Crawl            string            `json:"crawl"`
+	Origin           string            `json:"origin"` // scheme://host[:port]
+	Domain           string            `json:"domain"`
+	UserAgent        string            `json:"user_agent"`
+	TimeoutMS        int64             `json:"timeout_ms"`
+	ConnectTimeoutMS int64             `json:"connect_timeout_ms"`
+	MaxBytes         int64             `json:"max_bytes"`
+	Resolve          map[string]string `json:"resolve,omitempty"`
+	AllowPrivate     bool              `json:"allow_private"`
+	MinIntervalMS    int64             `json:"min_interval_ms"`
+}
+
+// Outcomes of a fetch, in Artifact.Outcome.
+const (
+	OutcomeFetched      = "fetched"       // an HTTP response, whatever its status
+	OutcomeNetworkError = "network_error" // http_status 0: DNS, connect, reset, timeout; retried
+	OutcomeRefused      = "refused"       // not attempted: private address, robots, unsupported
+	// Only in the outcome log:
+	OutcomeFailed       = "failed"        // network errors until out of attempts
+	OutcomeKilled       = "killed"        // cancelled or killed by an operator
+	OutcomeRobotsDenied = "robots_denied" // dropped at release: robots.txt disallows it
+)
+
+// Error codes of artifacts.
+const (
+	ErrCodeDNS       = ReasonDNSFailure
+	ErrCodeConnect   = ReasonConnectFailure
+	ErrCodeTimeout   = ReasonTimeout
+	ErrCodeNetwork   = ReasonNetworkFailure
+	ErrCodePrivate   = ReasonPrivateAddress
+	ErrCodeRobots    = ReasonRobotsDenied
+	ErrCodeTooLarge  = "too_large" // body over the cap: truncated, still fetched
+	ErrCodeBadURL    = "bad_url"
+	ErrCodeRedirects = "too_many_redirects"
+)
+
+// Artifact is the result.json a crawl.fetch job leaves in its directory.
+type Artifact struct {
+	Kind          string            `json:"kind"` // crawl.fetch
+	Crawl         string            `json:"crawl"`
+	JobID         string            `json:"job_id"`
+	NormalizedURL string            `json:"normalized_url"`
+	FinalURL      string            `json:"final_url"` // the URL that answered (redirects are not followed)
+	Domain        string            `json:"domain"`
+	Depth         int               `json:"depth"`
+	Hops          int               `json:"hops,omitempty"`
+	Attempt       int               `json:"attempt"`
+	Outcome       string            `json:"outcome"`
+	HTTPStatus    int               `json:"http_status"` // 0: network failure
+	Headers       map[string]string `json:"headers,omitempty"`
+	ContentType   string            `json:"content_type,omitempty"`
+	BodyBytes     int64             `json:"body_bytes"`
+	Truncated     bool              `json:"truncated,omitempty"`
+	SHA256        string            `json:"sha256,omitempty"` // of the stored body: bodies/<ab>/<sha256>
+	FetchedAt     time.Time         `json:"fetched_at"`       // when the request was sent
+	DurationMS    int64             `json:"duration_ms"`
+	RedirectTo    string            `json:"redirect_to,omitempty"` // 3xx Location, resolved
+	RetryAfter    float64           `json:"retry_after_seconds,omitempty"`
+	Links         []string          `json:"links"`
+	Error         string            `json:"error,omitempty"`
+	ErrorCode     string            `json:"error_code,omitempty"`
+}
+
+// RobotsArtifact is the result.json of a crawl.robots job.
+type RobotsArtifact struct {
+	Kind       string    `json:"kind"` // crawl.robots
+	Crawl      string    `json:"crawl"`
+	JobID      string    `json:"job_id"`
+	Origin     string    `json:"origin"`
+	FinalURL   string    `json:"final_url,omitempty"`
+	Redirects  int       `json:"redirects"`
+	HTTPStatus int       `json:"http_status"` // 0: network failure
+	Verdict    string    `json:"verdict"`     // allow_all, disallow_all, rules
+	BodySHA256 string    `json:"body_sha256,omitempty"`
+	BodyBytes  int64     `json:"body_bytes"`
+	Truncated  bool      `json:"truncated,omitempty"`
+	FetchedAt  time.Time `json:"fetched_at"`
+	DurationMS int64     `json:"duration_ms"`
+	Error      string    `json:"error,omitempty"`
+	ErrorCode  string    `json:"error_code,omitempty"`
+}
+
+// ReadResult decodes dir/result.json into v. A missing file matches
+// fs.ErrNotExist.
+func ReadResult(dir string, v any) error {
+	b, err := fsq.ReadFileNoFollow(filepath.Join(dir, job.ResultFile))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, job.ResultFile), err)
+	}
+	return nil
+}
+
+// WriteResult writes dir/result.json durably.
+func WriteResult(dir string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsq.WriteFile(filepath.Join(dir, job.ResultFile), append(b, '\n'))
+}
+
+// Outcome is one line of outcomes.jsonl: a URL finished (or dropped at
+// release), as the frontier recorded it.
+type Outcome struct {
+	Time       time.Time  `json:"time"`
+	URL        string     `json:"url"`
+	Domain     string     `json:"domain"`
+	JobID      string     `json:"job_id,omitempty"`
+	Depth      int        `json:"depth"`
+	Outcome    string     `json:"outcome"`
+	HTTPStatus int        `json:"http_status"`
+	FetchedAt  *time.Time `json:"fetched_at,omitempty"`
+	SHA256     string     `json:"sha256,omitempty"`
+	Links      int        `json:"links"`
+	Detail     string     `json:"detail,omitempty"` // error, robots rule, reason
+}
+
+// ScanOutcomes calls fn for every line of outcomes.jsonl (a torn last
+// line is skipped). fn returning false stops.
+func (st *Store) ScanOutcomes(fn func(o *Outcome) bool) error {
+	f, err := os.Open(st.Path(OutcomesFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			var o Outcome
+			if json.Unmarshal(line, &o) == nil {
+				if !fn(&o) {
+					return nil
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// BodyPath is where a body with this SHA-256 (hex) is stored.
+func (st *Store) BodyPath(sha string) string {
+	if len(sha) < 2 {
+		return st.Path(BodiesDir, "_", sha)
+	}
+	return st.Path(BodiesDir, sha[:2], sha)
+}
+
+// PutBody stores body content-addressed (durably; an existing copy is
+// kept) and returns nothing else: the caller computed sha.
+func (st *Store) PutBody(sha string, body []byte) error {
+	p := st.BodyPath(sha)
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	if err := fsq.MkdirDurable(filepath.Dir(p)); err != nil {
+		return err
+	}
+	return fsq.WriteFile(p, body)
+}
+
+// Frontier is frontier.json: the frontier's own progress in a crawl.
+type Frontier struct {
+	Seeded     bool      `json:"seeded"`       // the seeds of crawl.json are queued
+	OutOfScope int64     `json:"out_of_scope"` // links dropped: out of scope
+	TooDeep    int64     `json:"too_deep"`     // links dropped: beyond max_depth
+	TooManyHop int64     `json:"too_many_redirects"`
+	Invalid    int64     `json:"invalid"`    // links that do not normalize (other schemes, bad syntax)
+	Duplicates int64     `json:"duplicates"` // links already seen
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// LoadFrontier reads frontier.json (zero value if missing).
+func (st *Store) LoadFrontier() (*Frontier, error) {
+	var f Frontier
+	b, err := fsq.ReadFileNoFollow(st.Path(FrontierFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &f, nil
+		}
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", st.Path(FrontierFile), err)
+	}
+	return &f, nil
+}
+
+// WriteFrontier writes frontier.json durably.
+func (st *Store) WriteFrontier(f *Frontier) error {
+	f.UpdatedAt = time.Now().UTC()
+	b, _ := json.MarshalIndent(f, "", "  ")
+	return fsq.WriteFile(st.Path(FrontierFile), append(b, '\n'))
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := names[:0]
+	for _, n := range names {
+		if len(n) > 0 && n[0] != '.' {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

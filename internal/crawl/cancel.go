@@ -1,0 +1,75 @@
+package crawl
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// CancelOutcome says what CancelJob did.
+type CancelOutcome int
+
+// Outcomes of CancelJob.
+const (
+	CancelDone      CancelOutcome = iota // moved to killed ("cancelled")
+	CancelRequested                      // running: its agent was asked to stop
+	CancelTerminal                       // already succeeded or killed
+)
+
+// CancelJob cancels job id wherever it is: a job nobody runs is moved to
+// killed with reason "cancelled", a running one gets a control request.
+// fsq.ErrLocked means busy (try again); job.ErrNotFound that it is gone.
+func CancelJob(s *job.Spool, id, actor string) (CancelOutcome, error) {
+	locs, err := s.Locate(id)
+	if err != nil {
+		return 0, err
+	}
+	var lastErr error
+	for _, l := range locs {
+		switch l.State {
+		case job.Succeeded, job.Killed:
+			return CancelTerminal, nil
+		case job.InProgress:
+			err := s.RequestControl(l.Agent, id, job.Control{Action: job.ControlCancel, Actor: actor, Reason: "crawl cancelled"})
+			if err == nil {
+				return CancelRequested, nil
+			}
+			lastErr = err
+		default:
+			if _, err := s.Move(id, l.State, job.Killed, actor, job.ReasonCancelled+": crawl cancelled", nil); err != nil {
+				lastErr = err
+				continue
+			}
+			return CancelDone, nil
+		}
+	}
+	if lastErr == nil {
+		lastErr = fsq.ErrLocked
+	}
+	return 0, lastErr
+}
+
+// Request is an operator request to the frontier of a crawl, a file in
+// crawls/<name>/requests/ that the frontier applies and removes.
+type Request struct {
+	Op          string    `json:"op"` // "reset"
+	Domain      string    `json:"domain"`
+	Actor       string    `json:"actor"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// PutRequest writes an operator request for the frontier.
+func (st *Store) PutRequest(r Request) (string, error) {
+	if r.RequestedAt.IsZero() {
+		r.RequestedAt = time.Now().UTC()
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	p := filepath.Join(st.Path(RequestsDir), r.RequestedAt.Format("20060102T150405.000000Z")+"-"+r.Op+"-"+randHex(3)+".json")
+	if err := fsq.MkdirDurable(st.Path(RequestsDir)); err != nil {
+		return "", err
+	}
+	return p, fsq.WriteFile(p, append(b, '\n'))
+}

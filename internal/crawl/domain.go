@@ -1,0 +1,316 @@
+package crawl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
+)
+
+// DomainStatus is a domain's status (seed 004 section 3.3).
+type DomainStatus string
+
+// Domain statuses.
+const (
+	// DomainPending: known, nothing fetched yet (or retrying after a
+	// cooldown or a reset).
+	DomainPending DomainStatus = "pending"
+	// DomainActive: fetching; URLs remain or are in flight.
+	DomainActive DomainStatus = "active"
+	// DomainExhausted: every discovered URL is finished.
+	DomainExhausted DomainStatus = "exhausted"
+	// DomainBlocked: persistent HTTP errors (403/429/5xx), robots.txt
+	// unavailable, or a refused address; retried after next_crawl_after.
+	DomainBlocked DomainStatus = "blocked"
+	// DomainUnreachable: repeated network failures (DNS, connect, reset,
+	// timeout); retried after a longer cooldown.
+	DomainUnreachable DomainStatus = "unreachable"
+)
+
+// DomainStatuses lists them in lifecycle order.
+var DomainStatuses = []DomainStatus{DomainPending, DomainActive, DomainExhausted, DomainBlocked, DomainUnreachable}
+
+// domainTransitions is the legal-transitions map of domains (seed 004
+// section 7.2, plus pending -> exhausted for a domain whose every URL is
+// refused before any fetch, and pending -> blocked for a robots.txt that
+// cannot be fetched). A reset by an operator (any -> pending) is separate.
+var domainTransitions = map[DomainStatus][]DomainStatus{
+	DomainPending:     {DomainActive, DomainExhausted, DomainBlocked, DomainUnreachable},
+	DomainActive:      {DomainExhausted, DomainBlocked, DomainUnreachable},
+	DomainExhausted:   {DomainPending, DomainActive},
+	DomainBlocked:     {DomainPending, DomainActive},
+	DomainUnreachable: {DomainPending, DomainActive},
+}
+
+// ErrIllegalDomainTransition is returned for a transition not in the map.
+var ErrIllegalDomainTransition = errors.New("illegal domain transition")
+
+// CanTransitionDomain reports whether from -> to is legal. Staying in a
+// status is always allowed.
+func CanTransitionDomain(from, to DomainStatus) bool {
+	if from == to {
+		return true
+	}
+	for _, s := range domainTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Valid reports whether s is a known status.
+func (s DomainStatus) Valid() bool { _, ok := domainTransitions[s]; return ok }
+
+// Reason codes of a domain's status.
+const (
+	ReasonRobotsDenied      = "robots_denied"      // robots.txt disallows every queued URL
+	ReasonRobotsUnavailable = "robots_unavailable" // robots.txt 5xx or network failure: disallow all
+	ReasonRateLimited       = "rate_limited"       // 429 / 503 with Retry-After
+	ReasonForbidden         = "forbidden"          // consecutive 403
+	ReasonServerErrors      = "server_errors"      // consecutive 5xx
+	ReasonDNSFailure        = "dns_failure"
+	ReasonConnectFailure    = "connect_failure"
+	ReasonTimeout           = "timeout"
+	ReasonNetworkFailure    = "network_failure"
+	ReasonPrivateAddress    = "private_address" // refused by the SSRF guard
+	ReasonBudget            = "budget"          // per-domain budget reached
+	ReasonReset             = "reset"           // reset by an operator
+	ReasonCooldownOver      = "cooldown_over"   // retrying after a cooldown
+	ReasonGaveUp            = "gave_up"         // blocked or unreachable too often: no more retries in this crawl
+)
+
+// RobotsCache is what a domain knows about the robots.txt of one origin
+// (scheme://host[:port]).
+type RobotsCache struct {
+	Origin     string    `json:"origin"`
+	FetchedAt  time.Time `json:"fetched_at"`
+	HTTPStatus int       `json:"http_status"` // 0: network failure
+	FinalURL   string    `json:"final_url,omitempty"`
+	BodySHA256 string    `json:"body_sha256,omitempty"` // in bodies/
+	BodyBytes  int64     `json:"body_bytes"`
+	Error      string    `json:"error,omitempty"`
+	JobID      string    `json:"job_id"`
+	// Verdict: "allow_all" (4xx), "disallow_all" (5xx, network failure,
+	// too many redirects), or "rules" (2xx, parsed).
+	Verdict    string  `json:"verdict"`
+	CrawlDelay float64 `json:"crawl_delay_seconds,omitempty"`
+	Failures   int     `json:"consecutive_failures,omitempty"`
+}
+
+// Robots verdicts.
+const (
+	RobotsAllowAll    = "allow_all"
+	RobotsDisallowAll = "disallow_all"
+	RobotsRules       = "rules"
+)
+
+// Flight is a job released for a domain and not yet finished (and
+// ingested by the frontier).
+type Flight struct {
+	ID         string    `json:"id"`
+	Kind       string    `json:"kind"` // crawl.fetch or crawl.robots
+	URL        string    `json:"url"`
+	Origin     string    `json:"origin,omitempty"` // robots jobs
+	ReleasedAt time.Time `json:"released_at"`
+}
+
+// Segment is one queue file of a domain: the URLs discovered at one
+// depth with one priority, in discovery order. Offset and Consumed say how
+// far releases got; Size and Count how far the frontier had appended when
+// it last wrote the domain (the file may be longer after a crash: the
+// frontier recounts the tail).
+type Segment struct {
+	File     string `json:"file"` // <depth>_<priority>.jsonl
+	Depth    int    `json:"depth"`
+	Priority int    `json:"priority"`
+	Offset   int64  `json:"offset"`   // bytes consumed
+	Consumed int64  `json:"consumed"` // entries consumed
+	Size     int64  `json:"size"`     // bytes appended
+	Count    int64  `json:"count"`    // entries appended
+}
+
+// Pending is the number of entries not consumed yet.
+func (s *Segment) Pending() int64 { return s.Count - s.Consumed }
+
+// Domain is domains/<domain>.json: seed 004's domain entity within one
+// crawl. The frontier is its only writer.
+type Domain struct {
+	Domain       string       `json:"domain"`
+	ParentDomain string       `json:"parent_domain,omitempty"` // registrable domain (public suffix + 1)
+	Status       DomainStatus `json:"status"`
+	Reason       string       `json:"reason,omitempty"` // a Reason* code
+	ReasonDetail string       `json:"reason_detail,omitempty"`
+
+	FirstSeenAt    time.Time  `json:"first_seen_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	LastCrawledAt  *time.Time `json:"last_crawled_at,omitempty"`
+	FirstBlockedAt *time.Time `json:"first_blocked_at,omitempty"`
+	// NextCrawlAfter: no request before this (cooldown of a blocked or
+	// unreachable domain, Retry-After).
+	NextCrawlAfter *time.Time `json:"next_crawl_after,omitempty"`
+	// NextReleaseAt: politeness; the next release is not before this
+	// (interval plus jitter after the last request).
+	NextReleaseAt   *time.Time `json:"next_release_at,omitempty"`
+	LastRequestAt   *time.Time `json:"last_request_at,omitempty"`
+	CrawlDelay      float64    `json:"crawl_delay_seconds,omitempty"` // from robots.txt, capped
+	IntervalSeconds float64    `json:"interval_seconds"`
+
+	PagesDiscovered int64            `json:"pages_discovered"`
+	PagesReleased   int64            `json:"pages_released"`
+	PagesCrawled    int64            `json:"pages_crawled"` // finished with an HTTP response
+	PagesFailed     int64            `json:"pages_failed"`  // finished with a network failure (out of attempts) or killed
+	RobotsDenied    int64            `json:"robots_denied"`
+	Refused         int64            `json:"refused"` // refused by the fetcher (private address, ...)
+	StatusCounts    map[string]int64 `json:"status_counts,omitempty"`
+
+	TotalErrorCount          int `json:"total_error_count"`
+	ConsecutiveErrorCount    int `json:"consecutive_error_count"`     // 403/429/5xx in a row
+	ConsecutiveNetErrorCount int `json:"consecutive_net_error_count"` // network failures in a row
+	Cooldowns                int `json:"cooldowns"`                   // times blocked or unreachable
+
+	RobotsFetches int `json:"robots_fetches"` // robots.txt jobs released (numbers their IDs)
+
+	Run         int   `json:"run"`          // the crawl run RunReleased counts
+	RunReleased int64 `json:"run_released"` // URLs released in that run
+
+	InFlight []Flight                `json:"in_flight"`
+	Robots   map[string]*RobotsCache `json:"robots,omitempty"` // by origin
+	Queue    []*Segment              `json:"queue"`
+	Version  int64                   `json:"version"` // +1 per write
+}
+
+// NewDomain returns a pending domain.
+func NewDomain(name, parent string, now time.Time) *Domain {
+	return &Domain{Domain: name, ParentDomain: parent, Status: DomainPending, FirstSeenAt: now, UpdatedAt: now,
+		StatusCounts: map[string]int64{}, Robots: map[string]*RobotsCache{}}
+}
+
+// SetStatus moves the domain to status to (with a reason code), refusing
+// an illegal transition.
+func (d *Domain) SetStatus(to DomainStatus, reason, detail string) error {
+	if !CanTransitionDomain(d.Status, to) {
+		return fmt.Errorf("domain %s: %w: %s -> %s (%s)", d.Domain, ErrIllegalDomainTransition, d.Status, to, reason)
+	}
+	d.Status, d.Reason, d.ReasonDetail = to, reason, detail
+	return nil
+}
+
+// Reset puts the domain back to pending (operator reset): statuses,
+// streaks and cooldowns are cleared; counters, queues and in-flight jobs
+// are kept; the robots cache is dropped so robots.txt is fetched again.
+func (d *Domain) Reset(now time.Time) {
+	d.Status, d.Reason, d.ReasonDetail = DomainPending, ReasonReset, ""
+	d.NextCrawlAfter, d.NextReleaseAt, d.FirstBlockedAt = nil, nil, nil
+	d.ConsecutiveErrorCount, d.ConsecutiveNetErrorCount, d.Cooldowns = 0, 0, 0
+	d.Robots = map[string]*RobotsCache{}
+	d.UpdatedAt = now
+}
+
+// Pending is the number of queued URLs not released yet.
+func (d *Domain) Pending() int64 {
+	var n int64
+	for _, s := range d.Queue {
+		n += s.Pending()
+	}
+	return n
+}
+
+// SortQueue orders the segments: lowest depth first, then highest
+// priority.
+func (d *Domain) SortQueue() {
+	sort.SliceStable(d.Queue, func(i, j int) bool {
+		a, b := d.Queue[i], d.Queue[j]
+		if a.Depth != b.Depth {
+			return a.Depth < b.Depth
+		}
+		return a.Priority > b.Priority
+	})
+}
+
+// Segment returns the segment for depth and priority, creating it.
+func (d *Domain) Segment(depth, priority int) *Segment {
+	for _, s := range d.Queue {
+		if s.Depth == depth && s.Priority == priority {
+			return s
+		}
+	}
+	s := &Segment{File: fmt.Sprintf("%d_%d.jsonl", depth, priority), Depth: depth, Priority: priority}
+	d.Queue = append(d.Queue, s)
+	d.SortQueue()
+	return s
+}
+
+// Marshal renders the domain's JSON.
+func (d *Domain) Marshal() []byte {
+	b, _ := json.MarshalIndent(d, "", "  ")
+	return append(b, '\n')
+}
+
+// LoadDomain reads domains/<domain>.json.
+func (st *Store) LoadDomain(domain string) (*Domain, error) {
+	return readDomain(st.Path(DomainsDir, DomainFile(domain)))
+}
+
+func readDomain(path string) (*Domain, error) {
+	b, err := fsq.ReadFileNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	var d Domain
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !d.Status.Valid() {
+		return nil, fmt.Errorf("%s: unknown status %q", path, d.Status)
+	}
+	if d.StatusCounts == nil {
+		d.StatusCounts = map[string]int64{}
+	}
+	if d.Robots == nil {
+		d.Robots = map[string]*RobotsCache{}
+	}
+	d.SortQueue()
+	return &d, nil
+}
+
+// Domains reads every domain entity of the crawl, sorted by name.
+func (st *Store) Domains() ([]*Domain, error) {
+	dir := st.Path(DomainsDir)
+	ents, err := readDirNames(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Domain
+	for _, n := range ents {
+		if filepath.Ext(n) != ".json" {
+			continue
+		}
+		d, err := readDomain(filepath.Join(dir, n))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
+	return out, nil
+}
+
+// WriteDomain writes the domain's JSON atomically. Without dirSync the
+// directory is not fsynced (the caller does it once for a batch).
+func (st *Store) WriteDomain(d *Domain, dirSync bool) error {
+	d.Version++
+	opts := []fsq.WriteOption{}
+	if !dirSync {
+		opts = append(opts, fsq.WithoutDirSync())
+	}
+	return fsq.WriteFile(st.Path(DomainsDir, DomainFile(d.Domain)), d.Marshal(), opts...)
+}

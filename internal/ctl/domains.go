@@ -1,0 +1,166 @@
+package ctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/farro-dev/farro/internal/crawl"
+)
+
+// DomainsOptions are the flags of farroctl domains.
+type DomainsOptions struct {
+	Crawl  string // "" : every crawl
+	Status []string
+	JSON   bool
+}
+
+// Domains prints seed 004's domain-status table (or JSON Lines).
+func (c *Ctl) Domains(o DomainsOptions) error {
+	want := map[crawl.DomainStatus]bool{}
+	for _, s := range o.Status {
+		for _, part := range strings.Split(s, ",") {
+			st := crawl.DomainStatus(strings.TrimSpace(part))
+			if !st.Valid() {
+				return Usagef("unknown domain status %q (one of pending, active, exhausted, blocked, unreachable)", part)
+			}
+			want[st] = true
+		}
+	}
+	s, err := c.existing()
+	if err != nil {
+		return err
+	}
+	names := []string{o.Crawl}
+	if o.Crawl == "" {
+		if names, err = crawl.List(s); err != nil {
+			return err
+		}
+	} else if err := crawl.ValidateName(o.Crawl); err != nil {
+		return UsageError(err)
+	}
+	var rows []*DomainSummary
+	for _, n := range names {
+		st, err := crawl.Open(s, n)
+		if err != nil {
+			return UsageError(err)
+		}
+		if !st.Exists() {
+			return fmt.Errorf("crawl %s: %w", n, crawl.ErrNoCrawl)
+		}
+		doms, err := st.Domains()
+		if err != nil {
+			return err
+		}
+		for _, d := range doms {
+			if len(want) > 0 && !want[d.Status] {
+				continue
+			}
+			rows = append(rows, domainSummary(n, d))
+		}
+	}
+	if o.JSON {
+		enc := json.NewEncoder(c.Stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return printDomains(c.Stdout, rows, o.Crawl == "", c.now())
+}
+
+// canonicalDomain accepts a domain, host[:port] or URL and returns its
+// canonical domain name.
+func canonicalDomain(cr *crawl.Crawl, arg string) (string, error) {
+	raw := arg
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw + "/"
+	}
+	u, err := cr.NormalizeURL(raw)
+	if err != nil {
+		return "", UsageError(fmt.Errorf("domain %q: %v", arg, err))
+	}
+	d, _, err := crawl.DomainOf(u)
+	if err != nil {
+		return "", UsageError(err)
+	}
+	return d, nil
+}
+
+// DomainShow prints a domain's entity as JSON, with its pending count.
+func (c *Ctl) DomainShow(name, domain string) error {
+	_, st, cr, err := c.crawlStore(name)
+	if err != nil {
+		return err
+	}
+	dn, err := canonicalDomain(cr, domain)
+	if err != nil {
+		return err
+	}
+	d, err := st.LoadDomain(dn)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("crawl %s has no domain %s", name, dn)
+		}
+		return err
+	}
+	out := struct {
+		*crawl.Domain
+		Pending int64 `json:"pending"`
+		GaveUp  bool  `json:"gave_up"`
+	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
+	return err
+}
+
+// DomainReset puts a domain back to pending: status, error streaks,
+// cooldowns and the robots.txt cache are cleared (pages already fetched
+// are not fetched again). With no frontier driving the crawl it is done at
+// once; otherwise the frontier is asked and applies it within its poll
+// interval.
+func (c *Ctl) DomainReset(name, domain string) error {
+	_, st, cr, err := c.crawlStore(name)
+	if err != nil {
+		return err
+	}
+	dn, err := canonicalDomain(cr, domain)
+	if err != nil {
+		return err
+	}
+	d, err := st.LoadDomain(dn)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("crawl %s has no domain %s", name, dn)
+		}
+		return err
+	}
+	l, err := crawl.TryFlock(st.Path(crawl.FrontierLock))
+	if err == nil {
+		defer l.Unlock()
+		d, err = st.LoadDomain(dn)
+		if err != nil {
+			return err
+		}
+		from := d.Status
+		d.Reset(time.Now().UTC())
+		if err := st.WriteDomain(d, true); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Stdout, "%s: %s -> pending (reset)\n", dn, from)
+		return nil
+	}
+	if !errors.Is(err, crawl.ErrBusy) {
+		return err
+	}
+	if _, err := st.PutRequest(crawl.Request{Op: "reset", Domain: dn, Actor: Actor}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Stdout, "%s: %s; reset requested (the crawl's frontier applies it)\n", dn, d.Status)
+	return nil
+}

@@ -1,0 +1,136 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/completion"
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/metrics"
+)
+
+// MetricsAddrFlag is --metrics-addr: where to serve Prometheus metrics.
+// Off by default; loopback only unless --metrics-allow-remote.
+var MetricsAddrFlag = &cli.StringFlag{
+	Name: "metrics-addr", EnvVars: []string{"FARRO_METRICS_ADDR"},
+	Usage: "serve Prometheus metrics on `HOST:PORT` at /metrics (loopback only, e.g. 127.0.0.1:9641; empty: off)",
+}
+
+// MetricsAllowRemoteFlag is --metrics-allow-remote.
+var MetricsAllowRemoteFlag = &cli.BoolFlag{
+	Name: "metrics-allow-remote", EnvVars: []string{"FARRO_METRICS_ALLOW_REMOTE"},
+	Usage: "let --metrics-addr be a non-loopback address (the endpoint has no authentication)",
+}
+
+// MetricsRescanFlag is managerd's --metrics-rescan: how often the spool
+// view behind the job-count metrics relists the spool in full (fsnotify
+// events keep it current in between).
+var MetricsRescanFlag = &cli.DurationFlag{
+	Name: "metrics-rescan", Value: time.Minute, EnvVars: []string{"FARRO_METRICS_RESCAN"},
+	Usage: "with --metrics-addr: full relisting period of the spool behind farro_jobs (fsnotify keeps it current in between)",
+}
+
+const metricsKey = "farro-metrics-server"
+
+// MetricsEnabled reports whether this daemon serves metrics.
+func MetricsEnabled(c *cli.Context) bool { return c.String(MetricsAddrFlag.Name) != "" }
+
+// startMetrics is the Before hook of every daemon: with --metrics-addr it
+// binds the endpoint before the daemon starts (a refused or busy address is
+// a startup error) and serves name's metrics.
+func startMetrics(name string) cli.BeforeFunc {
+	return func(c *cli.Context) error {
+		addr := c.String(MetricsAddrFlag.Name)
+		if addr == "" {
+			return nil
+		}
+		metrics.Version = Version
+		srv, err := metrics.Serve(addr, c.Bool(MetricsAllowRemoteFlag.Name), metrics.Registry(name))
+		if err != nil {
+			return err
+		}
+		if c.App.Metadata == nil {
+			c.App.Metadata = map[string]any{}
+		}
+		c.App.Metadata[metricsKey] = srv
+		actor := name
+		if id := c.String("id"); id != "" {
+			actor += "/" + id
+		}
+		w := c.App.Writer
+		if w == nil {
+			w = os.Stdout
+		}
+		log := logx.New(w, actor, c.String(LogLevelFlag.Name))
+		log.Info().Str("addr", srv.Addr()).Msg("metrics endpoint listening on http://" + srv.Addr() + "/metrics")
+		return nil
+	}
+}
+
+// stopMetrics is the After hook: it closes the endpoint.
+func stopMetrics(c *cli.Context) error {
+	if srv, ok := c.App.Metadata[metricsKey].(*metrics.Server); ok {
+		delete(c.App.Metadata, metricsKey)
+		return srv.Close()
+	}
+	return nil
+}
+
+// Run runs a daemon's app, first answering the two invocations that are
+// not the daemon itself (they need none of its required flags):
+//
+//	NAME completion bash|zsh   print a shell completion script
+//	NAME man                   print the man page (roff), for packaging
+func Run(app *cli.App, args []string) error {
+	if len(args) >= 2 {
+		out := app.Writer
+		if out == nil {
+			out = os.Stdout
+		}
+		switch args[1] {
+		case "completion":
+			if len(args) != 3 {
+				return fmt.Errorf("usage: %s completion bash|zsh", app.Name)
+			}
+			return completion.Write(out, app, args[2], nil)
+		case "man":
+			return WriteMan(out, app)
+		}
+	}
+	return app.Run(args)
+}
+
+// WriteMan prints app's man page (section 1), generated from its
+// definition.
+func WriteMan(w io.Writer, app *cli.App) error {
+	if app.UsageText == "" && app.Name != "farroctl" {
+		app.UsageText = app.Name + " [OPTIONS]"
+	}
+	page, err := app.ToMan()
+	if err != nil {
+		return err
+	}
+	// Section 1 (user commands), the version as the source, no date: the
+	// page is the same for every build of one version.
+	page = strings.Replace(page, `.TH `+app.Name+` 8`,
+		fmt.Sprintf(`.TH %s 1 "" "farro %s" "farro manual"`, strings.ToUpper(app.Name), Version), 1)
+	var env strings.Builder
+	for _, f := range app.Flags {
+		ef, ok := f.(interface{ GetEnvVars() []string })
+		if !ok || len(ef.GetEnvVars()) == 0 {
+			continue
+		}
+		fmt.Fprintf(&env, ".TP\n\\fB%s\\fP\nsets \\-\\-%s\n", ef.GetEnvVars()[0], f.Names()[0])
+	}
+	if env.Len() > 0 {
+		page += "\n.SH ENVIRONMENT\n" + env.String()
+	}
+	page += "\n.SH SEE ALSO\n\\fBfarroctl\\fP(1), \\fBagentd\\fP(1), \\fBmanagerd\\fP(1), \\fBwatchdogd\\fP(1); /usr/share/doc/farro/README.md\n"
+	_, err = io.WriteString(w, page)
+	return err
+}

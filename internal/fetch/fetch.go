@@ -1,0 +1,252 @@
+// Package fetch is agentd's crawl handlers: crawl.fetch fetches one URL
+// and crawl.robots one origin's robots.txt, and both leave an artifact
+// (result.json) in the job directory for the frontier.
+//
+// A fetch never follows redirects (a 3xx is the URL's artifact and its
+// Location goes back to the frontier), waits at the domain's gate so that
+// no two requests to a domain are closer than the crawl's interval, caps
+// the body, decompresses gzip, stores the body content-addressed under the
+// crawl's bodies/, and extracts the links of HTML pages. Any HTTP response,
+// 404 and 500 included, makes the job succeed; only a network failure
+// (http_status 0) makes it fail, so that managerd's policy retries it.
+// Refusals (a private address without allow_private, a URL robots.txt
+// disallows) succeed with outcome "refused": retrying would not help.
+package fetch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farro-dev/farro/internal/agent"
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/urlnorm"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// selectedHeaders are kept in the artifact.
+var selectedHeaders = []string{
+	"Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Last-Modified", "ETag",
+	"Location", "Retry-After", "Cache-Control", "Expires", "Date", "Server", "X-Robots-Tag", "Link",
+}
+
+// Handler runs crawl.fetch jobs.
+type Handler struct {
+	Spool   *job.Spool
+	Clients *Clients
+	robots  robotsCache
+}
+
+// NewHandler returns a fetch handler for spool s.
+func NewHandler(s *job.Spool, clients *Clients) *Handler {
+	if clients == nil {
+		clients = NewClients()
+	}
+	return &Handler{Spool: s, Clients: clients}
+}
+
+// Run implements agent.Handler.
+func (h *Handler) Run(ctx context.Context, t agent.Task) agent.Result {
+	var p crawl.FetchPrompt
+	if err := json.Unmarshal(t.Env.Prompt, &p); err != nil {
+		return agent.Result{Err: fmt.Errorf("crawl.fetch prompt: %w", err)}
+	}
+	st, err := crawl.Open(h.Spool, p.Crawl)
+	if err != nil {
+		return agent.Result{Err: fmt.Errorf("crawl.fetch prompt: %w", err)}
+	}
+	art := &crawl.Artifact{
+		Kind: crawl.KindFetch, Crawl: p.Crawl, JobID: t.Env.Lifecycle.ID, NormalizedURL: p.URL, FinalURL: p.URL,
+		Domain: p.Domain, Depth: p.Depth, Hops: p.Hops, Attempt: t.Env.Lifecycle.Attempts, Links: []string{},
+	}
+	err = h.fetch(ctx, st, &p, art)
+	count(art) // farro_crawl_* metrics (metrics.go)
+	if werr := crawl.WriteResult(t.Env.Runtime.Dir, art); werr != nil {
+		return agent.Result{Err: fmt.Errorf("write result: %w", werr)}
+	}
+	return agent.Result{Err: err}
+}
+
+// fetch fills art; it returns an error only for what must be retried (a
+// network failure, or the job being stopped).
+func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchPrompt, art *crawl.Artifact) error {
+	u, err := url.Parse(p.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeRefused, crawl.ErrCodeBadURL, fmt.Sprintf("not a fetchable URL: %q", p.URL)
+		art.FetchedAt = time.Now().UTC()
+		return nil
+	}
+	if p.Robots != nil {
+		ok, rule, err := h.robots.allowed(st, p.Robots, p.UserAgent, u.RequestURI())
+		if err != nil {
+			// The stored robots.txt is missing: do not fetch blind, let
+			// the frontier fetch robots.txt again.
+			art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeRefused, crawl.ErrCodeRobots, "robots.txt unavailable to the fetcher: "+err.Error()
+			art.FetchedAt = time.Now().UTC()
+			return nil
+		}
+		if !ok {
+			art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeRefused, crawl.ErrCodeRobots, "disallowed by robots.txt: "+rule
+			art.FetchedAt = time.Now().UTC()
+			return nil
+		}
+	}
+	gate := st.GateFile(p.Domain)
+	interval := time.Duration(p.MinIntervalMS) * time.Millisecond
+	if err := waitGate(ctx, gate, interval); err != nil {
+		art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeNetworkError, crawl.ErrCodeNetwork, "not sent: "+err.Error()
+		art.FetchedAt = time.Now().UTC()
+		return err
+	}
+	res, err := h.do(ctx, gate, interval, p.URL, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, p.MaxBodyBytes)
+	art.FetchedAt, art.DurationMS = res.start.UTC(), res.dur.Milliseconds()
+	if err != nil {
+		code := classify(err)
+		art.ErrorCode, art.Error = code, err.Error()
+		if code == crawl.ErrCodePrivate {
+			art.Outcome = crawl.OutcomeRefused
+			return nil
+		}
+		art.Outcome = crawl.OutcomeNetworkError
+		return fmt.Errorf("fetch %s: %s: %w", p.URL, code, err)
+	}
+	art.Outcome, art.HTTPStatus = crawl.OutcomeFetched, res.status
+	art.Headers, art.ContentType = res.headers, res.headers["Content-Type"]
+	art.BodyBytes, art.Truncated = int64(len(res.body)), res.truncated
+	if res.truncated {
+		art.ErrorCode, art.Error = crawl.ErrCodeTooLarge, fmt.Sprintf("body truncated at %d bytes", p.MaxBodyBytes)
+	}
+	sum := sha256.Sum256(res.body)
+	art.SHA256 = hex.EncodeToString(sum[:])
+	if err := st.PutBody(art.SHA256, res.body); err != nil {
+		return fmt.Errorf("store body: %w", err)
+	}
+	if res.status >= 300 && res.status < 400 {
+		if loc := res.headers["Location"]; loc != "" {
+			if r, err := urlnorm.Resolve(p.URL, loc, urlnorm.Options{}); err == nil {
+				art.RedirectTo = r
+			}
+		}
+	}
+	if res.status == http.StatusTooManyRequests || res.status == http.StatusServiceUnavailable {
+		if d, ok := ParseRetryAfter(res.headers["Retry-After"], time.Now()); ok {
+			art.RetryAfter = d.Seconds()
+			// Hold back the fetches of this domain already released.
+			pushGate(gate, time.Now().Add(min(d, maxGateWait)))
+		}
+	}
+	if res.status >= 200 && res.status < 300 && IsHTML(art.ContentType, res.body) {
+		art.Links = ExtractLinks(p.URL, res.body)
+	}
+	return nil
+}
+
+type response struct {
+	start     time.Time
+	dur       time.Duration
+	status    int
+	headers   map[string]string
+	body      []byte
+	truncated bool
+}
+
+// do sends one GET and reads at most maxBytes of the body.
+func (h *Handler) do(ctx context.Context, gate string, interval time.Duration, rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
+	res = response{start: time.Now()}
+	connect := time.Duration(connectMS) * time.Millisecond
+	if connect <= 0 {
+		connect = 10 * time.Second
+	}
+	timeout := time.Duration(timeoutMS) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var wrote atomic.Int64
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			now := time.Now()
+			wrote.CompareAndSwap(0, now.UnixNano())
+			// Space the next request from when this one was written,
+			// later than when the gate let it pass.
+			if gate != "" {
+				pushGate(gate, now.Add(interval))
+			}
+		},
+	})
+	// fetched_at is when the request was written, if it was.
+	defer func() {
+		if w := wrote.Load(); w != 0 {
+			res.start = time.Unix(0, w)
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return res, err
+	}
+	req.Header.Set("User-Agent", ua)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	cl := h.Clients.Get(allowPrivate, resolve, connect)
+	resp, err := cl.Do(req)
+	if err != nil {
+		res.dur = time.Since(res.start)
+		return res, err
+	}
+	defer resp.Body.Close()
+	res.status = resp.StatusCode
+	res.headers = map[string]string{}
+	for _, k := range selectedHeaders {
+		if v := resp.Header.Values(k); len(v) > 0 {
+			res.headers[k] = strings.Join(v, ", ")
+		}
+	}
+	if maxBytes <= 0 {
+		maxBytes = 10 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	res.dur = time.Since(res.start)
+	if err != nil {
+		return res, fmt.Errorf("reading body: %w", err)
+	}
+	if int64(len(body)) > maxBytes {
+		body, res.truncated = body[:maxBytes], true
+	}
+	res.body = body
+	return res, nil
+}
+
+// ParseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		return time.Duration(min(n, 1<<31)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// robotsCache keeps parsed robots.txt files by body hash.
+type robotsCache struct {
+	mu sync.Mutex
+	m  map[string]*parsedRobots
+}

@@ -1,0 +1,21 @@
+package fetch
+
+import (
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/metrics"
+)
+
+// count records one crawl.fetch attempt in agentd's metrics: a page by
+// status class and its body bytes, a network failure (status 0), or a URL
+// robots.txt kept us from fetching. Other refusals (bad URL, private
+// address) are not fetches and are not counted.
+func count(art *crawl.Artifact) {
+	switch {
+	case art.Outcome == crawl.OutcomeFetched:
+		metrics.CrawlFetched(art.HTTPStatus, art.BodyBytes)
+	case art.Outcome == crawl.OutcomeNetworkError:
+		metrics.CrawlFetched(0, 0)
+	case art.Outcome == crawl.OutcomeRefused && art.ErrorCode == crawl.ErrCodeRobots:
+		metrics.CrawlRobotsDenied()
+	}
+}

@@ -1,0 +1,671 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/crawl/seenset"
+	"github.com/farro-dev/farro/internal/robots"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// dom is a domain as the driver keeps it: the persisted entity plus what
+// is derived from it.
+type dom struct {
+	d          *crawl.Domain
+	parsed     map[string]*robots.Robots // by origin
+	lastServed uint64                    // round-robin order: the step it was last served
+	mkdirDone  bool
+	// head is a read-ahead of the head segment.
+	headFile   string
+	headOffset int64
+	head       []crawl.Entry
+	headEnds   []int64
+}
+
+// segKey names a segment of a domain for buffered appends.
+type segKey struct {
+	domain, file string
+}
+
+// driver drives one crawl: it holds the crawl's frontier lock.
+type driver struct {
+	f        *Frontier
+	st       *crawl.Store
+	spool    *job.Spool
+	log      zerolog.Logger
+	lock     *crawl.Flock
+	cfg      *crawl.Crawl
+	cfgStamp string
+	scoper   *crawl.Scoper
+	seen     *seenset.Set
+	deep     *seenset.Set
+	fr       *crawl.Frontier
+	frDirty  bool
+	frSaved  time.Time
+
+	domains  map[string]*dom
+	work     map[string]*dom          // domains with pending URLs
+	inflight map[string]string        // job id -> domain
+	finished map[string]job.State     // terminal jobs to ingest ("" : not found)
+	appends  map[segKey][]crawl.Entry // discovered, not yet appended
+	outcomes []crawl.Outcome          // not yet appended to outcomes.jsonl
+	dirty    map[string]bool          // domains to write
+	asked    map[string]time.Time     // cancel requests made, by job id
+	requests []string                 // request files applied, to remove after persisting
+	rr       uint64
+	lastScan time.Time
+	closed   bool
+	// Running sums of PagesReleased and of this run's RunReleased.
+	released, runReleased int64
+	releasedRun           int
+}
+
+func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
+	lock, err := crawl.TryFlock(st.Path(crawl.FrontierLock))
+	if err != nil {
+		return nil, err
+	}
+	lock.SetContent(ownerContent())
+	d := &driver{
+		f: f, st: st, spool: st.Spool, lock: lock,
+		log:     f.log.With().Str("crawl", st.Name).Logger(),
+		domains: map[string]*dom{}, work: map[string]*dom{}, inflight: map[string]string{},
+		finished: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},
+		asked: map[string]time.Time{},
+	}
+	if err := d.load(); err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	d.log.Info().Str("state", string(d.cfg.State)).Int("domains", len(d.domains)).Int("in_flight", len(d.inflight)).
+		Int64("pending", d.pendingTotal()).Msg("driving crawl")
+	return d, nil
+}
+
+func (d *driver) close() {
+	if d.closed {
+		return
+	}
+	d.closed = true
+	d.frSaved = time.Time{} // write frontier.json now if it changed
+	_ = d.persist()
+	d.lock.Unlock()
+}
+
+// load rebuilds the driver's memory from disk, repairing what a crash
+// may have left half-written.
+func (d *driver) load() error {
+	cfg, err := d.st.Load()
+	if err != nil {
+		return err
+	}
+	if err := d.setConfig(cfg); err != nil {
+		return err
+	}
+	for _, sub := range []string{crawl.DomainsDir, crawl.QueuesDir, crawl.RequestsDir, crawl.GatesDir, crawl.BodiesDir} {
+		if err := fsq.MkdirDurable(d.st.Path(sub)); err != nil {
+			return err
+		}
+	}
+	if d.seen, err = seenset.Open(d.st.Path(crawl.SeenDir), d.f.cfg.SeenCacheBytes); err != nil {
+		return err
+	}
+	if d.deep, err = seenset.Open(d.st.Path(crawl.DeepDir), 1<<20); err != nil {
+		return err
+	}
+	if d.fr, err = d.st.LoadFrontier(); err != nil {
+		return err
+	}
+	doms, err := d.st.Domains()
+	if err != nil {
+		return err
+	}
+	for _, dd := range doms {
+		d.domains[dd.Domain] = &dom{d: dd, parsed: map[string]*robots.Robots{}}
+	}
+	// Queue directories hold the truth about appends: a domain created,
+	// or a segment appended to, just before a crash has no (or an
+	// outdated) entity yet.
+	qdirs, err := readDirNames(d.st.Path(crawl.QueuesDir))
+	if err != nil {
+		return err
+	}
+	for _, qn := range qdirs {
+		name, ok := unescapeName(qn)
+		if !ok {
+			continue
+		}
+		dm := d.domains[name]
+		if dm == nil {
+			_, parent, err := crawl.DomainOf("http://" + name + "/")
+			if err != nil {
+				continue
+			}
+			dm = &dom{d: crawl.NewDomain(name, parent, time.Now().UTC()), parsed: map[string]*robots.Robots{}}
+			d.domains[name] = dm
+			d.dirty[name] = true
+		}
+		dm.mkdirDone = true
+		files, err := readDirNames(filepath.Join(d.st.Path(crawl.QueuesDir), qn))
+		if err != nil {
+			return err
+		}
+		for _, fn := range files {
+			var depth, prio int
+			if _, err := fmt.Sscanf(fn, "%d_%d.jsonl", &depth, &prio); err != nil {
+				continue
+			}
+			seg := dm.d.Segment(depth, prio)
+			path := filepath.Join(d.st.QueueDir(name), fn)
+			size, lines, err := crawl.RepairTail(path, seg.Size)
+			if err != nil {
+				return err
+			}
+			if size != seg.Size || lines > 0 {
+				// Appended after the entity was last written: the step
+				// that appended them may have died before its seen-set
+				// flush, and the job that found them is still in flight
+				// (it will be ingested again). Mark them seen now, or they
+				// would be queued twice.
+				es, _, err := crawl.ReadEntries(path, seg.Size, int(lines)+1)
+				if err != nil {
+					return err
+				}
+				for _, e := range es {
+					if e.URL != "" {
+						d.seen.Add(crawl.URLKey(e.URL))
+					}
+				}
+				seg.Size, seg.Count = size, seg.Count+lines
+				dm.d.PagesDiscovered += lines
+				d.dirty[name] = true
+			}
+		}
+	}
+	for name, dm := range d.domains {
+		for _, fl := range dm.d.InFlight {
+			d.inflight[fl.ID] = name
+		}
+		d.refreshWork(dm)
+	}
+	d.recount()
+	if !d.fr.Seeded {
+		now := time.Now().UTC()
+		for _, s := range d.cfg.Seeds {
+			d.discover(s.URL, 0, 0, s.Priority, "", now)
+		}
+		if err := d.flushAppends(); err != nil {
+			return err
+		}
+		if err := d.seen.Flush(); err != nil {
+			return err
+		}
+		if err := d.persist(); err != nil {
+			return err
+		}
+		d.fr.Seeded = true
+		if err := d.st.WriteFrontier(d.fr); err != nil {
+			return err
+		}
+	}
+	d.rescanInFlight()
+	return nil
+}
+
+func (d *driver) setConfig(cfg *crawl.Crawl) error {
+	sc, err := crawl.NewScoper(cfg)
+	if err != nil {
+		return err
+	}
+	d.cfg, d.scoper = cfg, sc
+	d.cfgStamp = d.stamp()
+	return nil
+}
+
+// stamp identifies the current crawl.json version cheaply.
+func (d *driver) stamp() string {
+	fi, err := os.Stat(d.st.Path(crawl.ConfigFile))
+	if err != nil {
+		return ""
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil {
+		return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size(), st.Ino)
+	}
+	return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
+}
+
+// reloadConfig re-reads crawl.json if it changed. It returns false when the
+// crawl is gone.
+func (d *driver) reloadConfig() bool {
+	s := d.stamp()
+	if s == "" {
+		if !d.st.Exists() {
+			return false
+		}
+		return true
+	}
+	if s == d.cfgStamp {
+		return true
+	}
+	cfg, err := d.st.Load()
+	if err != nil {
+		if errors.Is(err, crawl.ErrNoCrawl) {
+			return false
+		}
+		d.log.Error().Err(err).Msg("unreadable crawl.json; keeping the previous one")
+		d.cfgStamp = s
+		return true
+	}
+	if cfg.State != d.cfg.State {
+		d.log.Info().Str("from", string(d.cfg.State)).Str("to", string(cfg.State)).Str("reason", cfg.StateReason).Msg("crawl state changed")
+	}
+	if err := d.setConfig(cfg); err != nil {
+		d.log.Error().Err(err).Msg("invalid crawl.json; keeping the previous one")
+		d.cfgStamp = s
+	}
+	return true
+}
+
+// step does everything that can be done now and says when to come back.
+func (d *driver) step(ctx context.Context) (next time.Time, keep bool) {
+	now := time.Now().UTC()
+	next = now.Add(d.f.cfg.Poll)
+	if !d.reloadConfig() {
+		d.log.Warn().Msg("crawl directory gone; stopping")
+		return next, false
+	}
+	if now.Sub(d.lastScan) >= d.f.cfg.Rescan {
+		d.rescanInFlight()
+	}
+	d.applyRequests(now)
+	d.ingestFinished(now)
+	if err := d.flushAppends(); err != nil {
+		d.log.Error().Err(err).Msg("cannot append to queues; retrying")
+		return now.Add(time.Second), true
+	}
+	if err := d.seen.Flush(); err != nil {
+		d.log.Error().Err(err).Msg("seen-set")
+	}
+	if err := d.deep.Flush(); err != nil {
+		d.log.Error().Err(err).Msg("deep-set")
+	}
+	switch d.cfg.State {
+	case crawl.Running:
+		d.releasePass(ctx, now)
+	case crawl.Cancelled:
+		d.cancelInFlight(now)
+	}
+	d.settleDomains(now)
+	if err := d.persist(); err != nil {
+		d.log.Error().Err(err).Msg("cannot persist frontier state; retrying")
+		return now.Add(time.Second), true
+	}
+	keep = d.lifecycle(now)
+	if w, ok := d.nextWake(now); ok && w.Before(next) {
+		next = w
+	}
+	return next, keep
+}
+
+// lifecycle moves the crawl to done, paused or finished-cancelled when it
+// has nothing left to do; false means the driver can stop.
+func (d *driver) lifecycle(now time.Time) bool {
+	switch d.cfg.State {
+	case crawl.Done:
+		return false
+	case crawl.Cancelled:
+		if len(d.inflight) == 0 {
+			if d.cfg.FinishedAt == nil {
+				d.updateCrawl(func(c *crawl.Crawl) error {
+					if c.State != crawl.Cancelled {
+						return errChanged
+					}
+					t := now
+					c.FinishedAt = &t
+					return nil
+				})
+			}
+			return false
+		}
+		return true
+	case crawl.Paused:
+		return true
+	}
+	// Running.
+	if d.runBudgetReached() {
+		d.setState(crawl.Running, crawl.Paused, fmt.Sprintf("run budget reached (max_pages_per_run %d); resume to start a new run", d.cfg.MaxPagesPerRun))
+		return true
+	}
+	if len(d.inflight) > 0 {
+		return true
+	}
+	work, runBlocked := d.remaining(now)
+	if work {
+		return true
+	}
+	if runBlocked {
+		d.setState(crawl.Running, crawl.Paused, "run budget of every remaining domain reached (max_pages_per_domain_per_run); resume to start a new run")
+		return true
+	}
+	reason := "nothing left to fetch"
+	if d.cfg.MaxPages > 0 && d.totalReleased() >= d.cfg.MaxPages {
+		reason = fmt.Sprintf("max_pages (%d) reached", d.cfg.MaxPages)
+	} else if n := d.pendingTotal(); n > 0 {
+		reason = fmt.Sprintf("nothing left to fetch; %d URLs wait in domains given up or over their budget", n)
+	}
+	if d.setState(crawl.Running, crawl.Done, reason) {
+		d.log.Info().Int64("released", d.totalReleased()).Str("reason", reason).Msg("crawl done")
+		return false
+	}
+	return true
+}
+
+var errChanged = errors.New("crawl state changed meanwhile")
+
+func (d *driver) setState(from, to crawl.State, reason string) bool {
+	ok := d.updateCrawl(func(c *crawl.Crawl) error {
+		if c.State != from {
+			return errChanged
+		}
+		c.State, c.StateReason = to, reason
+		if to == crawl.Done {
+			t := time.Now().UTC()
+			c.FinishedAt = &t
+		}
+		return nil
+	})
+	if ok {
+		d.log.Info().Str("from", string(from)).Str("to", string(to)).Str("reason", reason).Msg("crawl state changed")
+	}
+	return ok
+}
+
+func (d *driver) updateCrawl(fn func(c *crawl.Crawl) error) bool {
+	c, err := d.st.Update(fn)
+	if err != nil {
+		if !errors.Is(err, errChanged) {
+			d.log.Error().Err(err).Msg("cannot update crawl.json")
+		}
+		if cfg, lerr := d.st.Load(); lerr == nil {
+			_ = d.setConfig(cfg)
+		}
+		return false
+	}
+	_ = d.setConfig(c)
+	return true
+}
+
+// remaining tells whether some domain still has URLs it may release now
+// or later in this run (work), and whether some are held back only by a
+// per-run budget (runBlocked).
+func (d *driver) remaining(now time.Time) (work, runBlocked bool) {
+	if d.cfg.MaxPages > 0 && d.totalReleased() >= d.cfg.MaxPages {
+		return false, false
+	}
+	for _, dm := range d.work {
+		dd := dm.d
+		if dd.Pending() == 0 || gaveUp(dd) {
+			continue
+		}
+		if d.cfg.MaxPagesPerDomain > 0 && dd.PagesReleased >= d.cfg.MaxPagesPerDomain {
+			continue
+		}
+		if d.cfg.MaxPagesPerDomainPerRun > 0 && runReleased(dd, d.cfg.Run) >= d.cfg.MaxPagesPerDomainPerRun {
+			runBlocked = true
+			continue
+		}
+		return true, false
+	}
+	return false, runBlocked
+}
+
+// gaveUp: blocked or unreachable with no retry planned.
+func gaveUp(dd *crawl.Domain) bool {
+	return (dd.Status == crawl.DomainBlocked || dd.Status == crawl.DomainUnreachable) && dd.NextCrawlAfter == nil
+}
+
+func runReleased(dd *crawl.Domain, run int) int64 {
+	if dd.Run != run {
+		return 0
+	}
+	return dd.RunReleased
+}
+
+// totalReleased and runReleasedTotal are kept as running sums (budgets
+// are checked at every release); recount rebuilds them.
+func (d *driver) totalReleased() int64 { return d.released }
+
+func (d *driver) runReleasedTotal() int64 {
+	if d.releasedRun != d.cfg.Run {
+		d.recount()
+	}
+	return d.runReleased
+}
+
+func (d *driver) recount() {
+	d.released, d.runReleased, d.releasedRun = 0, 0, d.cfg.Run
+	for _, dm := range d.domains {
+		d.released += dm.d.PagesReleased
+		d.runReleased += runReleased(dm.d, d.cfg.Run)
+	}
+}
+
+func (d *driver) runBudgetReached() bool {
+	return d.cfg.MaxPagesPerRun > 0 && d.runReleasedTotal() >= d.cfg.MaxPagesPerRun
+}
+
+func (d *driver) pendingTotal() int64 {
+	var n int64
+	for _, dm := range d.domains {
+		n += dm.d.Pending()
+	}
+	return n
+}
+
+// nextWake is the earliest time a domain with pending URLs waits for (its
+// interval or cooldown ending). Domains waiting for their jobs in flight
+// are woken by the jobs' completion events instead.
+func (d *driver) nextWake(now time.Time) (time.Time, bool) {
+	if d.cfg.State != crawl.Running {
+		return time.Time{}, false
+	}
+	var best time.Time
+	found := false
+	for _, dm := range d.work {
+		dd := dm.d
+		if gaveUp(dd) {
+			continue
+		}
+		var t time.Time
+		if dd.NextReleaseAt != nil && dd.NextReleaseAt.After(now) {
+			t = *dd.NextReleaseAt
+		}
+		if dd.NextCrawlAfter != nil && dd.NextCrawlAfter.After(now) && dd.NextCrawlAfter.After(t) {
+			t = *dd.NextCrawlAfter
+		}
+		if t.IsZero() {
+			continue
+		}
+		if !found || t.Before(best) {
+			best, found = t, true
+		}
+	}
+	return best, found
+}
+
+// refreshWork keeps d.work equal to the domains with pending URLs.
+func (d *driver) refreshWork(dm *dom) {
+	if dm.d.Pending() > 0 {
+		d.work[dm.d.Domain] = dm
+	} else {
+		delete(d.work, dm.d.Domain)
+	}
+}
+
+// domain returns the domain named name, creating a pending one.
+func (d *driver) domain(name, parent string, now time.Time) *dom {
+	if dm := d.domains[name]; dm != nil {
+		return dm
+	}
+	dm := &dom{d: crawl.NewDomain(name, parent, now), parsed: map[string]*robots.Robots{}}
+	d.domains[name] = dm
+	d.dirty[name] = true
+	d.log.Info().Str("domain", name).Str("parent_domain", parent).Msg("new domain")
+	return dm
+}
+
+// transition changes a domain's status, logging it; an illegal transition
+// is refused and logged.
+func (d *driver) transition(dm *dom, to crawl.DomainStatus, reason, detail string) {
+	from := dm.d.Status
+	if from == to && dm.d.Reason == reason {
+		return
+	}
+	if err := dm.d.SetStatus(to, reason, detail); err != nil {
+		d.log.Error().Err(err).Str("domain", dm.d.Domain).Msg("domain transition refused")
+		return
+	}
+	d.dirty[dm.d.Domain] = true
+	if from != to {
+		ev := d.log.Info()
+		if to == crawl.DomainBlocked || to == crawl.DomainUnreachable {
+			ev = d.log.Warn()
+		}
+		ev.Str("domain", dm.d.Domain).Str("reason", reason).Str("detail", detail).
+			Dict("event", zerolog.Dict().Str("type", "domain_transition").Str("from", string(from)).Str("to", string(to))).
+			Msg("domain status changed")
+	}
+}
+
+// settleDomains marks finished domains exhausted.
+func (d *driver) settleDomains(now time.Time) {
+	for name := range d.dirty {
+		dm := d.domains[name]
+		if dm == nil {
+			continue
+		}
+		dd := dm.d
+		if dd.Pending() == 0 && len(dd.InFlight) == 0 && (dd.Status == crawl.DomainPending || dd.Status == crawl.DomainActive) {
+			reason := ""
+			if dd.PagesCrawled == 0 && dd.RobotsDenied > 0 {
+				reason = crawl.ReasonRobotsDenied
+			}
+			d.transition(dm, crawl.DomainExhausted, reason, "")
+		}
+		dd.UpdatedAt = now
+	}
+}
+
+// persist appends the outcome lines and writes the changed domains, then
+// removes the operator requests applied.
+func (d *driver) persist() error {
+	if len(d.outcomes) > 0 {
+		if err := appendOutcomes(d.st.Path(crawl.OutcomesFile), d.outcomes); err != nil {
+			return err
+		}
+		d.outcomes = d.outcomes[:0]
+	}
+	if len(d.dirty) > 0 {
+		names := make([]string, 0, len(d.dirty))
+		for n := range d.dirty {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			dm := d.domains[n]
+			if dm == nil {
+				delete(d.dirty, n)
+				continue
+			}
+			if err := d.st.WriteDomain(dm.d, false); err != nil {
+				return err
+			}
+			delete(d.dirty, n)
+		}
+		if err := fsq.SyncDir(d.st.Path(crawl.DomainsDir)); err != nil {
+			return err
+		}
+	}
+	for _, r := range d.requests {
+		_ = os.Remove(r)
+	}
+	d.requests = d.requests[:0]
+	if d.frDirty && time.Since(d.frSaved) >= time.Second {
+		if err := d.st.WriteFrontier(d.fr); err == nil {
+			d.frDirty, d.frSaved = false, time.Now()
+		}
+	}
+	return nil
+}
+
+func appendOutcomes(path string, os_ []crawl.Outcome) error {
+	var b strings.Builder
+	for i := range os_ {
+		line, err := jsonLine(&os_[i])
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func readDirNames(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if n := e.Name(); n != "" && n[0] != '.' {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// unescapeName reverses crawl's file-name escaping of domain names.
+func unescapeName(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		var c byte
+		if _, err := fmt.Sscanf(s[i+1:i+3], "%02X", &c); err != nil {
+			return "", false
+		}
+		b.WriteByte(c)
+		i += 2
+	}
+	return b.String(), true
+}

@@ -1,0 +1,250 @@
+// Package frontier is the crawl frontier, run inside managerd: for every
+// crawl of the spool it ingests the artifacts of finished URL jobs,
+// normalizes, scopes and dedups the links they found, queues them per
+// domain, and releases URLs as crawl.fetch jobs into incoming/ politely:
+// round robin across domains, at most max_in_flight_per_domain jobs in
+// flight per domain, releases to a domain spaced by its interval (delay,
+// jitter, robots.txt Crawl-delay, Retry-After), breadth-first by depth
+// then priority, within the crawl's budgets. It never fetches and never
+// parses page bodies: robots.txt is fetched by crawl.robots jobs, which it
+// releases before a domain's first URL, and evaluated from the stored
+// copy.
+//
+// One frontier drives a crawl at a time: it holds crawls/<name>/frontier.lock
+// (flock). Its state is on disk (internal/crawl), written in an order that
+// makes every step safe to repeat after a crash: queue appends are
+// fsynced before the domain files that count them, and a URL's job ID is
+// deterministic, so releasing a URL again after a crash is refused by the
+// spool and recognised as already done.
+package frontier
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Actor is the name the frontier acts under in job events and locks.
+const Actor = "managerd/frontier"
+
+// Config configures a Frontier.
+type Config struct {
+	Spool *job.Spool
+	Log   zerolog.Logger
+	// Rescan is the period of full rescans: crawls, and the location of
+	// every job in flight (default 10s; fsnotify can drop events).
+	Rescan time.Duration
+	// Poll is the longest the loop sleeps: crawl.json changes (pause,
+	// resume, cancel) and operator requests are seen within it (default
+	// 200ms).
+	Poll     time.Duration
+	NoNotify bool
+	// MaxReleasesPerStep bounds the URLs released in one step (default 256).
+	MaxReleasesPerStep int
+	// SeenCacheBytes bounds each crawl's seen-set cache (default 8 MiB).
+	SeenCacheBytes int
+	// Rand returns a random int64 in [0, n) (jitter); nil: math/rand/v2.
+	Rand func(n int64) int64
+}
+
+func (c *Config) defaults() {
+	if c.Rescan <= 0 {
+		c.Rescan = 10 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = 200 * time.Millisecond
+	}
+	if c.MaxReleasesPerStep <= 0 {
+		c.MaxReleasesPerStep = 256
+	}
+	if c.Rand == nil {
+		c.Rand = func(n int64) int64 { return rand.Int64N(n) }
+	}
+}
+
+// Frontier drives the crawls of one spool.
+type Frontier struct {
+	cfg     Config
+	log     zerolog.Logger
+	drivers map[string]*driver
+	// busy: crawls whose frontier.lock another process holds, by when
+	// we last tried.
+	busy map[string]time.Time
+	// rediscover: crawls/ changed (a crawl was created).
+	rediscover bool
+}
+
+// New returns a frontier.
+func New(cfg Config) *Frontier {
+	cfg.defaults()
+	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}}
+}
+
+// Run drives the crawls until ctx is done, then releases its locks. It
+// returns an error only if the spool's crawls/ cannot be created.
+func (f *Frontier) Run(ctx context.Context) error {
+	if err := fsq.MkdirDurable(f.cfg.Spool.Path(crawl.Dir)); err != nil {
+		return err
+	}
+	defer func() {
+		for name, d := range f.drivers {
+			d.close()
+			delete(f.drivers, name)
+		}
+	}()
+	dirs := map[string]job.State{
+		f.cfg.Spool.StateDir(job.Succeeded): job.Succeeded,
+		f.cfg.Spool.StateDir(job.Killed):    job.Killed,
+	}
+	crawlsDir := f.cfg.Spool.Path(crawl.Dir)
+	wcfg := fsq.WatchConfig{Rescan: f.cfg.Rescan, NoNotify: f.cfg.NoNotify, Dirs: []string{crawlsDir},
+		OnFallback: func(err error) { f.log.Warn().Err(err).Msg("fsnotify unavailable; relying on rescans") }}
+	for d := range dirs {
+		wcfg.Dirs = append(wcfg.Dirs, d)
+	}
+	watch := fsq.StartWatch(ctx, wcfg)
+	defer watch.Stop()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	lastDiscover := time.Time{}
+	for {
+		now := time.Now()
+		if f.rediscover || now.Sub(lastDiscover) >= time.Second {
+			f.discover(now)
+			lastDiscover, f.rediscover = now, false
+		}
+		wake := now.Add(f.cfg.Poll)
+		for name, d := range f.drivers {
+			next, keep := d.step(ctx)
+			if !keep {
+				d.close()
+				delete(f.drivers, name)
+				continue
+			}
+			if next.Before(wake) {
+				wake = next
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		sleep := max(time.Until(wake), time.Millisecond)
+		timer.Reset(sleep)
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-watch.Events:
+			f.route(dirs, ev)
+			// Take whatever else is ready before stepping: one step
+			// ingests a batch.
+			for drained := false; !drained; {
+				select {
+				case ev := <-watch.Events:
+					f.route(dirs, ev)
+				default:
+					drained = true
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// route hands a job event to the driver of its crawl.
+func (f *Frontier) route(dirs map[string]job.State, ev fsq.Event) {
+	if ev.Rescan {
+		f.rediscover = true
+		for _, d := range f.drivers {
+			d.rescanInFlight()
+		}
+		return
+	}
+	if !ev.Created {
+		return
+	}
+	if ev.Dir == f.cfg.Spool.Path(crawl.Dir) {
+		f.rediscover = true
+		return
+	}
+	st, ok := dirs[ev.Dir]
+	if !ok {
+		return
+	}
+	_, name, ok := crawl.ParseJobID(ev.Name)
+	if !ok {
+		return
+	}
+	if d := f.drivers[name]; d != nil {
+		d.noteFinished(ev.Name, st)
+	}
+}
+
+// discover starts a driver for every crawl that needs one and that no
+// other process drives.
+func (f *Frontier) discover(now time.Time) {
+	names, err := crawl.List(f.cfg.Spool)
+	if err != nil {
+		f.log.Error().Err(err).Msg("list crawls")
+		return
+	}
+	for _, name := range names {
+		if f.drivers[name] != nil {
+			continue
+		}
+		if t, ok := f.busy[name]; ok && now.Sub(t) < 2*time.Second {
+			continue
+		}
+		st, err := crawl.Open(f.cfg.Spool, name)
+		if err != nil {
+			continue
+		}
+		c, err := st.Load()
+		if err != nil {
+			if !errors.Is(err, crawl.ErrNoCrawl) {
+				f.log.Error().Err(err).Str("crawl", name).Msg("unreadable crawl.json")
+				f.busy[name] = now
+			}
+			continue
+		}
+		if c.State == crawl.Done || (c.State == crawl.Cancelled && c.FinishedAt != nil) {
+			continue
+		}
+		d, err := openDriver(f, st)
+		if err != nil {
+			if errors.Is(err, crawl.ErrBusy) {
+				f.log.Debug().Str("crawl", name).Msg("another frontier drives this crawl")
+			} else {
+				f.log.Error().Err(err).Str("crawl", name).Msg("cannot drive crawl")
+			}
+			f.busy[name] = now
+			continue
+		}
+		delete(f.busy, name)
+		f.drivers[name] = d
+	}
+}
+
+// Drivers is the number of crawls this frontier drives now.
+func (f *Frontier) Drivers() int { return len(f.drivers) }
+
+func ownerContent() []byte {
+	host, _ := os.Hostname()
+	return []byte(strings.Join([]string{"actor=" + Actor, "host=" + host, "pid=" + strconv.Itoa(os.Getpid()), "since=" + time.Now().UTC().Format(time.RFC3339)}, "\n") + "\n")
+}

@@ -1,0 +1,469 @@
+package frontier
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/robots"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// maxRetryAfter caps how far a Retry-After pushes a domain back.
+const maxRetryAfter = time.Hour
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// noteFinished records that job id reached terminal state st (a watch
+// event); it is ingested by the next step if it is one of ours in flight.
+func (d *driver) noteFinished(id string, st job.State) {
+	if _, ok := d.inflight[id]; ok {
+		d.finished[id] = st
+	}
+}
+
+// rescanInFlight locates every job in flight: fsnotify may have dropped
+// the event of its completion, or the job finished while no frontier ran.
+func (d *driver) rescanInFlight() {
+	d.lastScan = time.Now()
+	for id := range d.inflight {
+		if _, ok := d.finished[id]; ok {
+			continue
+		}
+		locs, err := d.spool.Locate(id)
+		if err != nil {
+			if errors.Is(err, job.ErrNotFound) {
+				d.finished[id] = ""
+			}
+			continue
+		}
+		for _, l := range locs {
+			if l.State.Terminal() {
+				d.finished[id] = l.State
+			}
+		}
+	}
+}
+
+// ingestFinished ingests every finished job noted: its outcome updates its
+// domain and its links are discovered.
+func (d *driver) ingestFinished(now time.Time) {
+	for id, st := range d.finished {
+		delete(d.finished, id)
+		name, ok := d.inflight[id]
+		if !ok {
+			continue
+		}
+		dm := d.domains[name]
+		var fl *crawl.Flight
+		if dm != nil {
+			for i := range dm.d.InFlight {
+				if dm.d.InFlight[i].ID == id {
+					f := dm.d.InFlight[i]
+					fl = &f
+					dm.d.InFlight = append(dm.d.InFlight[:i], dm.d.InFlight[i+1:]...)
+					break
+				}
+			}
+		}
+		delete(d.inflight, id)
+		delete(d.asked, id)
+		if dm == nil || fl == nil {
+			continue
+		}
+		d.dirty[name] = true
+		dir := ""
+		var j *job.Job
+		if st != "" {
+			dir = d.spool.JobDir(st, "", id)
+			jj, err := job.ReadJob(dir)
+			if err != nil && errors.Is(err, fsq.ErrVanished) {
+				// Moved on since the event (retention): find it again.
+				if locs, lerr := d.spool.Locate(id); lerr == nil && len(locs) == 1 && locs[0].State.Terminal() {
+					st, dir = locs[0].State, locs[0].Dir
+					jj, err = job.ReadJob(dir)
+				}
+			}
+			if err == nil {
+				j = jj
+			}
+		}
+		if fl.Kind == crawl.KindRobots {
+			d.ingestRobots(dm, fl, st, dir, j, now)
+		} else {
+			d.ingestFetch(dm, fl, st, dir, j, now)
+		}
+		d.refreshWork(dm)
+	}
+}
+
+// ingestFetch ingests a finished crawl.fetch job.
+func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string, j *job.Job, now time.Time) {
+	dd := dm.d
+	var art crawl.Artifact
+	haveArt := false
+	if dir != "" {
+		if err := crawl.ReadResult(dir, &art); err == nil {
+			haveArt = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			d.log.Warn().Err(err).Str("job_id", fl.ID).Msg("unreadable artifact")
+		}
+	}
+	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID}
+	if haveArt {
+		out.Depth, out.HTTPStatus, out.SHA256, out.Links = art.Depth, art.HTTPStatus, art.SHA256, len(art.Links)
+		if !art.FetchedAt.IsZero() {
+			t := art.FetchedAt
+			out.FetchedAt = &t
+		}
+	}
+	switch {
+	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeFetched:
+		out.Outcome = crawl.OutcomeFetched
+		d.fetched(dm, &art, now)
+	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
+		out.Outcome, out.Detail = crawl.OutcomeRefused, art.Error
+		d.refused(dm, &art, now)
+	case haveArt && art.Outcome == crawl.OutcomeNetworkError && (j == nil || j.Reason != job.ReasonCancelled):
+		// Out of attempts (or stopped) on a network failure.
+		out.Outcome, out.Detail = crawl.OutcomeFailed, art.ErrorCode+": "+art.Error
+		dd.PagesFailed++
+		attempts := 1
+		if j != nil && j.Attempts > 0 {
+			attempts = j.Attempts
+		}
+		d.networkFailure(dm, art.ErrorCode, art.Error, attempts, now)
+		d.spaceAfter(dm, art.FetchedAt, now)
+	default:
+		out.Outcome = crawl.OutcomeKilled
+		dd.PagesFailed++
+		switch {
+		case j != nil:
+			out.Detail = j.Reason
+		case st == "":
+			out.Detail = "job not found in the spool (removed by retention?)"
+		default:
+			out.Detail = "no artifact"
+		}
+	}
+	d.outcomes = append(d.outcomes, out)
+}
+
+// fetched ingests an HTTP response.
+func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
+	dd := dm.d
+	dd.PagesCrawled++
+	fa := art.FetchedAt
+	dd.LastCrawledAt = &fa
+	dd.StatusCounts[statusKey(art.HTTPStatus)]++
+	d.spaceAfter(dm, art.FetchedAt, now)
+	s := art.HTTPStatus
+	switch {
+	case s == 403 || s == 429 || s >= 500:
+		dd.TotalErrorCount++
+		dd.ConsecutiveErrorCount++
+		dd.ConsecutiveNetErrorCount = 0
+		reason := crawl.ReasonServerErrors
+		switch s {
+		case 403:
+			reason = crawl.ReasonForbidden
+		case 429:
+			reason = crawl.ReasonRateLimited
+		}
+		if art.RetryAfter > 0 && (s == 429 || s == 503) {
+			ra := min(time.Duration(art.RetryAfter*float64(time.Second)), maxRetryAfter)
+			t := now.Add(ra)
+			if dd.NextCrawlAfter == nil || dd.NextCrawlAfter.Before(t) {
+				dd.NextCrawlAfter = &t
+			}
+			d.log.Info().Str("domain", dd.Domain).Int("http_status", s).Dur("retry_after", ra).Msg("domain pushed back by Retry-After")
+		}
+		if dd.ConsecutiveErrorCount >= d.cfg.BlockThreshold {
+			d.block(dm, crawl.DomainBlocked, reason, fmt.Sprintf("%d consecutive 403/429/5xx responses (last %d)", dd.ConsecutiveErrorCount, s), d.cfg.BlockCooldown.D(), now)
+		}
+	default:
+		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount = 0, 0
+		if dd.Status == crawl.DomainPending {
+			d.transition(dm, crawl.DomainActive, "", "")
+		}
+	}
+	for _, l := range art.Links {
+		d.discover(l, art.Depth+1, 0, 0, art.NormalizedURL, now)
+	}
+	if art.RedirectTo != "" {
+		d.discover(art.RedirectTo, art.Depth, art.Hops+1, 0, art.NormalizedURL, now)
+	}
+}
+
+// refused ingests a fetch the fetcher refused to make.
+func (d *driver) refused(dm *dom, art *crawl.Artifact, now time.Time) {
+	dd := dm.d
+	switch art.ErrorCode {
+	case crawl.ErrCodePrivate:
+		dd.Refused++
+		// Every URL of the domain would be refused the same way.
+		dd.Cooldowns = d.cfg.MaxDomainRetries
+		d.block(dm, crawl.DomainBlocked, crawl.ReasonPrivateAddress, art.Error+" (use --allow-private to crawl it)", 0, now)
+	case crawl.ErrCodeRobots:
+		dd.RobotsDenied++
+		// The fetcher disagreed with the frontier's robots.txt (or could
+		// not read it): fetch robots.txt again before the next release.
+		if o, err := crawl.Origin(art.NormalizedURL); err == nil {
+			delete(dd.Robots, o)
+			delete(dm.parsed, o)
+		}
+	default:
+		dd.Refused++
+	}
+}
+
+// networkFailure counts failed attempts toward unreachable.
+func (d *driver) networkFailure(dm *dom, code, msg string, attempts int, now time.Time) {
+	dd := dm.d
+	dd.TotalErrorCount += attempts
+	dd.ConsecutiveNetErrorCount += attempts
+	if dd.ConsecutiveNetErrorCount >= d.cfg.UnreachableThreshold {
+		reason := code
+		switch code {
+		case crawl.ReasonDNSFailure, crawl.ReasonConnectFailure, crawl.ReasonTimeout:
+		default:
+			reason = crawl.ReasonNetworkFailure
+		}
+		d.block(dm, crawl.DomainUnreachable, reason, fmt.Sprintf("%d consecutive network failures (last: %s)", dd.ConsecutiveNetErrorCount, firstLine(msg, 200)), d.cfg.UnreachableCooldown.D(), now)
+	}
+}
+
+// block moves a domain to blocked or unreachable with a cooldown; after
+// MaxDomainRetries cooldowns it stays there for this crawl (gave up).
+func (d *driver) block(dm *dom, to crawl.DomainStatus, reason, detail string, cooldown time.Duration, now time.Time) {
+	dd := dm.d
+	if dd.Status == to {
+		return
+	}
+	if dd.Status == crawl.DomainExhausted {
+		// exhausted -> blocked is not a legal transition: go through
+		// active (new work arrived meanwhile).
+		d.transition(dm, crawl.DomainActive, "", "")
+	}
+	dd.Cooldowns++
+	if dd.FirstBlockedAt == nil {
+		t := now
+		dd.FirstBlockedAt = &t
+	}
+	if dd.Cooldowns > d.cfg.MaxDomainRetries || cooldown <= 0 {
+		dd.NextCrawlAfter = nil
+		detail += fmt.Sprintf("; %s: no more retries in this crawl (domain reset to retry)", crawl.ReasonGaveUp)
+	} else {
+		t := now.Add(cooldown)
+		if dd.NextCrawlAfter == nil || dd.NextCrawlAfter.Before(t) {
+			dd.NextCrawlAfter = &t
+		}
+		detail += fmt.Sprintf("; retry %d/%d after %s", dd.Cooldowns, d.cfg.MaxDomainRetries, dd.NextCrawlAfter.Format(time.RFC3339))
+	}
+	d.transition(dm, to, reason, detail)
+}
+
+// spaceAfter schedules the domain's next release one interval (plus
+// jitter) after a request that started at start.
+func (d *driver) spaceAfter(dm *dom, start, now time.Time) {
+	if start.IsZero() {
+		start = now
+	}
+	dd := dm.d
+	if dd.LastRequestAt == nil || dd.LastRequestAt.Before(start) {
+		s := start
+		dd.LastRequestAt = &s
+	}
+	t := start.Add(d.interval(dd) + d.jitter())
+	if dd.NextReleaseAt == nil || dd.NextReleaseAt.Before(t) {
+		dd.NextReleaseAt = &t
+	}
+}
+
+func (d *driver) interval(dd *crawl.Domain) time.Duration {
+	return d.cfg.Interval(time.Duration(dd.CrawlDelay * float64(time.Second)))
+}
+
+func (d *driver) jitter() time.Duration {
+	if d.cfg.Jitter <= 0 {
+		return 0
+	}
+	return time.Duration(d.f.cfg.Rand(int64(d.cfg.Jitter)))
+}
+
+// ingestRobots records a finished crawl.robots job in the domain's robots
+// cache.
+func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir string, j *job.Job, now time.Time) {
+	dd := dm.d
+	var art crawl.RobotsArtifact
+	haveArt := false
+	if dir != "" && st == job.Succeeded {
+		haveArt = crawl.ReadResult(dir, &art) == nil
+	}
+	prev := dd.Robots[fl.Origin]
+	rc := &crawl.RobotsCache{Origin: fl.Origin, JobID: fl.ID, FetchedAt: now}
+	if haveArt {
+		rc.FetchedAt, rc.HTTPStatus, rc.FinalURL = art.FetchedAt, art.HTTPStatus, art.FinalURL
+		rc.BodySHA256, rc.BodyBytes, rc.Error, rc.Verdict = art.BodySHA256, art.BodyBytes, art.Error, art.Verdict
+		if rc.FetchedAt.IsZero() {
+			rc.FetchedAt = now
+		}
+	} else {
+		rc.Verdict = crawl.RobotsDisallowAll
+		rc.Error = "robots.txt job did not finish"
+		if j != nil {
+			rc.Error += ": " + j.Reason
+		}
+	}
+	r, err := d.st.LoadRobots(rc.Verdict, rc.BodySHA256)
+	if err != nil {
+		// The stored copy is missing: as if robots.txt were unreachable
+		// (the domain rests, then robots.txt is fetched again).
+		rc.Verdict, rc.HTTPStatus, rc.Error = crawl.RobotsDisallowAll, 0, err.Error()
+		r = robots.DisallowAll()
+	}
+	dm.parsed[fl.Origin] = r
+	if cd, ok := r.CrawlDelay(d.cfg.UserAgent); ok {
+		capped := min(cd, d.cfg.MaxCrawlDelay.D())
+		rc.CrawlDelay = capped.Seconds()
+		if capped.Seconds() > dd.CrawlDelay {
+			dd.CrawlDelay = capped.Seconds()
+		}
+	}
+	dd.IntervalSeconds = d.interval(dd).Seconds()
+	unreachable := rc.Verdict == crawl.RobotsDisallowAll && (rc.HTTPStatus == 0 || rc.HTTPStatus == 429 || rc.HTTPStatus >= 500)
+	if unreachable {
+		rc.Failures = 1
+		if prev != nil {
+			rc.Failures = prev.Failures + 1
+		}
+	}
+	dd.Robots[fl.Origin] = rc
+	d.spaceAfter(dm, rc.FetchedAt, now)
+	d.log.Info().Str("domain", dd.Domain).Str("origin", fl.Origin).Int("http_status", rc.HTTPStatus).
+		Str("verdict", rc.Verdict).Float64("crawl_delay", rc.CrawlDelay).Msg("robots.txt")
+	if unreachable && d.cfg.ObeyRobots {
+		detail := fmt.Sprintf("robots.txt of %s answered %d: disallow all", fl.Origin, rc.HTTPStatus)
+		if rc.HTTPStatus == 0 {
+			detail = fmt.Sprintf("robots.txt of %s unreachable (%s): disallow all", fl.Origin, firstLine(rc.Error, 160))
+		}
+		d.block(dm, crawl.DomainBlocked, crawl.ReasonRobotsUnavailable, detail, d.cfg.BlockCooldown.D(), now)
+	}
+}
+
+// discover takes one link (or seed, or redirect target) through
+// normalization, scope, depth and dedup, and queues it for its domain.
+func (d *driver) discover(raw string, depth, hops, prio int, from string, now time.Time) {
+	u, err := d.cfg.NormalizeURL(raw)
+	if err != nil {
+		d.fr.Invalid++
+		d.frDirty = true
+		return
+	}
+	if ok, _ := d.scoper.InScope(u); !ok {
+		d.fr.OutOfScope++
+		d.frDirty = true
+		return
+	}
+	k := crawl.URLKey(u)
+	if depth > d.cfg.MaxDepth {
+		if has, _ := d.deep.Has(k); !has {
+			d.deep.Add(k)
+		}
+		d.fr.TooDeep++
+		d.frDirty = true
+		return
+	}
+	if hops > d.cfg.MaxRedirects {
+		d.fr.TooManyHop++
+		d.frDirty = true
+		return
+	}
+	has, err := d.seen.Has(k)
+	if err != nil {
+		// Queue it: a duplicate is refused at release anyway.
+		d.log.Warn().Err(err).Msg("seen-set lookup failed")
+	}
+	if has {
+		d.fr.Duplicates++
+		d.frDirty = true
+		return
+	}
+	name, parent, err := crawl.DomainOf(u)
+	if err != nil {
+		d.fr.Invalid++
+		d.frDirty = true
+		return
+	}
+	d.seen.Add(k)
+	dm := d.domain(name, parent, now)
+	seg := dm.d.Segment(depth, prio)
+	key := segKey{name, seg.File}
+	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: from, At: now})
+	dm.d.PagesDiscovered++
+	if dm.d.Status == crawl.DomainExhausted {
+		d.transition(dm, crawl.DomainActive, "", "")
+	}
+	d.dirty[name] = true
+}
+
+// flushAppends appends the buffered discoveries to their segments and
+// fsyncs them, before anything that counts them is written.
+func (d *driver) flushAppends() error {
+	for key, entries := range d.appends {
+		dm := d.domains[key.domain]
+		var seg *crawl.Segment
+		for _, s := range dm.d.Queue {
+			if s.File == key.file {
+				seg = s
+			}
+		}
+		if seg == nil {
+			delete(d.appends, key)
+			continue
+		}
+		dir := d.st.QueueDir(key.domain)
+		if !dm.mkdirDone {
+			if err := fsq.MkdirDurable(dir); err != nil {
+				return err
+			}
+			dm.mkdirDone = true
+		}
+		size, err := crawl.AppendEntries(filepath.Join(dir, key.file), entries)
+		if err != nil {
+			return err
+		}
+		seg.Size, seg.Count = size, seg.Count+int64(len(entries))
+		delete(d.appends, key)
+		d.refreshWork(dm)
+	}
+	return nil
+}
+
+func statusKey(s int) string {
+	return fmt.Sprintf("%d", s)
+}
+
+func firstLine(s string, n int) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			s = s[:i]
+			break
+		}
+	}
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,359 @@
+package frontier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/robots"
+	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// maxSkipsPerRelease bounds the robots-denied entries one release may skip.
+const maxSkipsPerRelease = 1000
+
+// releasePass releases what may be released now: round robin across the
+// eligible domains (least recently served first), one URL per domain per
+// round, as long as budgets and the crawl's in-flight cap allow. It holds
+// crawl.lock shared and re-reads the crawl's state under it, so that once
+// farroctl has written paused or cancelled (exclusively), no release is
+// under way and none will follow.
+func (d *driver) releasePass(ctx context.Context, now time.Time) {
+	if len(d.work) == 0 || d.globalCapReached() {
+		return
+	}
+	ready := false
+	for _, dm := range d.work {
+		if d.eligible(dm, now) {
+			ready = true
+			break
+		}
+	}
+	if !ready {
+		return
+	}
+	l, err := d.st.LockConfig(true)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("crawl.lock busy; releasing later")
+		return
+	}
+	defer l.Unlock()
+	cfg, err := d.st.Load()
+	if err != nil {
+		d.log.Error().Err(err).Msg("crawl.json")
+		return
+	}
+	if cfg.State != crawl.Running {
+		_ = d.setConfig(cfg)
+		return
+	}
+	if cfg.Run != d.cfg.Run || cfg.UpdatedAt != d.cfg.UpdatedAt {
+		_ = d.setConfig(cfg)
+	}
+	released := 0
+	for round := 0; released < d.f.cfg.MaxReleasesPerStep && ctx.Err() == nil; round++ {
+		cands := make([]*dom, 0, len(d.work))
+		for _, dm := range d.work {
+			if d.eligible(dm, now) {
+				cands = append(cands, dm)
+			}
+		}
+		if len(cands) == 0 {
+			return
+		}
+		sort.Slice(cands, func(i, j int) bool {
+			if cands[i].lastServed != cands[j].lastServed {
+				return cands[i].lastServed < cands[j].lastServed
+			}
+			return cands[i].d.Domain < cands[j].d.Domain
+		})
+		progress := false
+		for _, dm := range cands {
+			if d.globalCapReached() || released >= d.f.cfg.MaxReleasesPerStep {
+				return
+			}
+			if !d.eligible(dm, now) {
+				continue
+			}
+			if d.releaseOne(dm, now) {
+				progress = true
+				released++
+				d.rr++
+				dm.lastServed = d.rr
+			}
+			d.refreshWork(dm)
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// globalCapReached: the crawl-wide limits that stop every release.
+func (d *driver) globalCapReached() bool {
+	if len(d.inflight) >= d.cfg.MaxInFlight {
+		return true
+	}
+	if d.cfg.MaxPages > 0 && d.totalReleased() >= d.cfg.MaxPages {
+		return true
+	}
+	return d.runBudgetReached()
+}
+
+// eligible tells whether dm may release now. A blocked or unreachable
+// domain whose cooldown is over goes back to pending here.
+func (d *driver) eligible(dm *dom, now time.Time) bool {
+	dd := dm.d
+	if dd.Pending() == 0 {
+		return false
+	}
+	switch dd.Status {
+	case crawl.DomainBlocked, crawl.DomainUnreachable:
+		if dd.NextCrawlAfter == nil || now.Before(*dd.NextCrawlAfter) {
+			return false
+		}
+		wasRobots := dd.Reason == crawl.ReasonRobotsUnavailable
+		dd.NextCrawlAfter = nil
+		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount = 0, 0
+		d.transition(dm, crawl.DomainPending, crawl.ReasonCooldownOver, "")
+		if wasRobots {
+			for o, rc := range dd.Robots {
+				if rc.Verdict == crawl.RobotsDisallowAll {
+					delete(dd.Robots, o)
+					delete(dm.parsed, o)
+				}
+			}
+		}
+	}
+	if dd.NextCrawlAfter != nil && now.Before(*dd.NextCrawlAfter) {
+		return false
+	}
+	if len(dd.InFlight) >= d.cfg.MaxInFlightPerDomain {
+		return false
+	}
+	if dd.NextReleaseAt != nil && now.Before(*dd.NextReleaseAt) {
+		return false
+	}
+	if d.cfg.MaxPagesPerDomain > 0 && dd.PagesReleased >= d.cfg.MaxPagesPerDomain {
+		if dd.Reason != crawl.ReasonBudget {
+			dd.Reason, dd.ReasonDetail = crawl.ReasonBudget, "max_pages_per_domain reached"
+			d.dirty[dd.Domain] = true
+		}
+		return false
+	}
+	if d.cfg.MaxPagesPerDomainPerRun > 0 && runReleased(dd, d.cfg.Run) >= d.cfg.MaxPagesPerDomainPerRun {
+		return false
+	}
+	return true
+}
+
+// head returns the next entry of dm's queue (lowest depth, then highest
+// priority, then discovery order), reading a few ahead.
+func (d *driver) head(dm *dom) (crawl.Entry, *crawl.Segment, int64, bool) {
+	for _, seg := range dm.d.Queue {
+		if seg.Pending() <= 0 {
+			continue
+		}
+		if dm.headFile != seg.File || dm.headOffset != seg.Offset || len(dm.head) == 0 {
+			es, ends, err := crawl.ReadEntries(filepath.Join(d.st.QueueDir(dm.d.Domain), seg.File), seg.Offset, 16)
+			if err != nil {
+				d.log.Error().Err(err).Str("domain", dm.d.Domain).Msg("read queue")
+				return crawl.Entry{}, nil, 0, false
+			}
+			if len(es) == 0 {
+				// Counted but not on disk (should not happen): stop
+				// counting them.
+				d.log.Error().Str("domain", dm.d.Domain).Str("segment", seg.File).Int64("pending", seg.Pending()).Msg("queue segment shorter than counted")
+				seg.Count = seg.Consumed
+				d.dirty[dm.d.Domain] = true
+				continue
+			}
+			dm.headFile, dm.headOffset, dm.head, dm.headEnds = seg.File, seg.Offset, es, ends
+		}
+		return dm.head[0], seg, dm.headEnds[0], true
+	}
+	return crawl.Entry{}, nil, 0, false
+}
+
+// consume advances past the head entry.
+func (d *driver) consume(dm *dom, seg *crawl.Segment, end int64) {
+	seg.Offset, seg.Consumed = end, seg.Consumed+1
+	if len(dm.head) > 0 {
+		dm.head, dm.headEnds = dm.head[1:], dm.headEnds[1:]
+		dm.headOffset = end
+	}
+	d.dirty[dm.d.Domain] = true
+}
+
+// releaseOne releases dm's next URL, or the robots.txt it needs first. It
+// returns whether a job was released.
+func (d *driver) releaseOne(dm *dom, now time.Time) bool {
+	dd := dm.d
+	for skips := 0; skips < maxSkipsPerRelease; skips++ {
+		e, seg, end, ok := d.head(dm)
+		if !ok {
+			return false
+		}
+		if e.URL == "" {
+			d.consume(dm, seg, end)
+			continue
+		}
+		origin, err := crawl.Origin(e.URL)
+		if err != nil {
+			d.consume(dm, seg, end)
+			continue
+		}
+		var ref *crawl.RobotsRef
+		if d.cfg.ObeyRobots {
+			rc := dd.Robots[origin]
+			if rc == nil || now.Sub(rc.FetchedAt) >= d.cfg.RobotsTTL.D() {
+				if d.robotsInFlight(dd, origin) {
+					return false
+				}
+				return d.releaseRobots(dm, origin, now)
+			}
+			r := dm.parsed[origin]
+			if r == nil {
+				pr, err := d.st.LoadRobots(rc.Verdict, rc.BodySHA256)
+				if err != nil {
+					d.log.Warn().Err(err).Str("origin", origin).Msg("stored robots.txt unreadable; fetching it again")
+					delete(dd.Robots, origin)
+					d.dirty[dd.Domain] = true
+					return false
+				}
+				dm.parsed[origin], r = pr, pr
+			}
+			allowed, rule := r.Allowed(d.cfg.UserAgent, crawl.RequestURI(e.URL))
+			if !allowed {
+				d.consume(dm, seg, end)
+				dd.RobotsDenied++
+				d.outcomes = append(d.outcomes, crawl.Outcome{Time: now, URL: e.URL, Domain: dd.Domain, JobID: crawl.FetchJobID(d.st.Name, e.URL),
+					Depth: e.Depth, Outcome: crawl.OutcomeRobotsDenied, Detail: crawl.DescribeRule(rule, rc.Verdict) + " in " + origin + "/robots.txt"})
+				continue
+			}
+			ref = &crawl.RobotsRef{Origin: origin, Verdict: rc.Verdict, HTTPStatus: rc.HTTPStatus, BodySHA256: rc.BodySHA256}
+		}
+		if d.cfg.MaxPages > 0 && d.totalReleased() >= d.cfg.MaxPages {
+			return false
+		}
+		released := d.releaseFetch(dm, e, seg, end, ref, now)
+		if released && d.interval(dd) >= 500*time.Millisecond {
+			// The next release is far: do not keep a read-ahead per
+			// polite domain in memory.
+			dm.head, dm.headEnds = nil, nil
+		}
+		return released
+	}
+	return false
+}
+
+func (d *driver) robotsInFlight(dd *crawl.Domain, origin string) bool {
+	for _, fl := range dd.InFlight {
+		if fl.Kind == crawl.KindRobots && fl.Origin == origin {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseFetch submits the crawl.fetch job of entry e.
+func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end int64, ref *crawl.RobotsRef, now time.Time) bool {
+	dd := dm.d
+	id := crawl.FetchJobID(d.st.Name, e.URL)
+	interval := d.interval(dd)
+	p := crawl.FetchPrompt{
+		Crawl: d.st.Name, URL: e.URL, Domain: dd.Domain, Depth: e.Depth, Hops: e.Hops, DiscoveredFrom: e.From,
+		UserAgent: d.cfg.UserAgent, TimeoutMS: d.cfg.Timeout.D().Milliseconds(), ConnectTimeoutMS: d.cfg.ConnectTimeout.D().Milliseconds(),
+		MaxBodyBytes: d.cfg.MaxBodyBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate,
+		MinIntervalMS: interval.Milliseconds(), Robots: ref,
+	}
+	b, _ := json.Marshal(&p)
+	if !d.submit(id, crawl.KindFetch, e.Priority, b) {
+		return false
+	}
+	d.consume(dm, seg, end)
+	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, ReleasedAt: now})
+	d.inflight[id] = dd.Domain
+	dd.PagesReleased++
+	if dd.Run != d.cfg.Run {
+		dd.Run, dd.RunReleased = d.cfg.Run, 0
+	}
+	dd.RunReleased++
+	d.runReleasedTotal() // recounts if the run changed
+	d.released++
+	d.runReleased++
+	d.afterRelease(dm, interval, now)
+	return true
+}
+
+// releaseRobots submits the crawl.robots job of origin.
+func (d *driver) releaseRobots(dm *dom, origin string, now time.Time) bool {
+	dd := dm.d
+	id := crawl.RobotsJobID(d.st.Name, origin, dd.RobotsFetches)
+	interval := d.interval(dd)
+	p := crawl.RobotsPrompt{
+		Crawl: d.st.Name, Origin: origin, Domain: dd.Domain, UserAgent: d.cfg.UserAgent,
+		TimeoutMS: d.cfg.Timeout.D().Milliseconds(), ConnectTimeoutMS: d.cfg.ConnectTimeout.D().Milliseconds(),
+		MaxBytes: robots.MaxBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate, MinIntervalMS: interval.Milliseconds(),
+	}
+	b, _ := json.Marshal(&p)
+	// Robots first: it is what the domain waits for.
+	if !d.submit(id, crawl.KindRobots, 1, b) {
+		return false
+	}
+	dd.RobotsFetches++
+	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindRobots, URL: origin + "/robots.txt", Origin: origin, ReleasedAt: now})
+	d.inflight[id] = dd.Domain
+	d.afterRelease(dm, interval, now)
+	return true
+}
+
+// submit creates the job. A job of that ID that exists already was
+// released before a crash: that counts as released (and, if it finished
+// meanwhile, it is ingested by the next step).
+func (d *driver) submit(id, kind string, prio int, prompt []byte) bool {
+	_, err := d.spool.Submit(job.SubmitRequest{ID: id, Kind: kind, Priority: prio, MaxAttempts: d.cfg.MaxAttempts, Prompt: prompt, Actor: Actor})
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, job.ErrDuplicate) {
+		if errors.Is(err, fsq.ErrLocked) {
+			return false
+		}
+		d.log.Error().Err(err).Str("job_id", id).Msg("cannot release")
+		return false
+	}
+	locs, lerr := d.spool.Locate(id)
+	if lerr != nil {
+		// Refused because its lock is held, yet no such job: a submit
+		// that died between taking the lock and moving the job in.
+		// watchdogd removes such a lock; release it then.
+		d.log.Warn().Err(err).Str("job_id", id).Msg("job lock held without a job; releasing later")
+		return false
+	}
+	d.log.Info().Str("job_id", id).Str("state", string(locs[0].State)).Msg("released before a crash; recording it")
+	for _, l := range locs {
+		if l.State.Terminal() {
+			d.finished[id] = l.State
+		}
+	}
+	return true
+}
+
+func (d *driver) afterRelease(dm *dom, interval time.Duration, now time.Time) {
+	dd := dm.d
+	if dd.Status == crawl.DomainPending || dd.Status == crawl.DomainExhausted {
+		d.transition(dm, crawl.DomainActive, "", "")
+	}
+	dd.IntervalSeconds = interval.Seconds()
+	t := now.Add(interval + d.jitter())
+	if dd.NextReleaseAt == nil || dd.NextReleaseAt.Before(t) {
+		dd.NextReleaseAt = &t
+	}
+	d.dirty[dd.Domain] = true
+}

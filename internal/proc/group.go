@@ -1,0 +1,59 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Of returns the identity of the running process pid.
+func Of(pid int) (Identity, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	host, _ := os.Hostname()
+	return Identity{Hostname: host, PID: pid, StartTime: st.startTime, BootID: BootID()}, nil
+}
+
+// GroupAlive reports whether the process group that leader led (a handler
+// started in a group of its own: its pid is the group id) still has a
+// live member, zombies aside: the leader itself, or children it left
+// behind. Only what is proven gone is reported gone: an error while
+// checking, or a leader from another host, is alive (with the error).
+//
+// A group whose id now belongs to another process (a different start
+// time) is gone: Linux does not reuse a pid while a process group of that
+// id exists.
+func GroupAlive(leader Identity) (bool, error) {
+	if leader.PID <= 0 {
+		return false, nil
+	}
+	if host, _ := os.Hostname(); leader.Hostname != "" && host != "" && leader.Hostname != host {
+		return true, fmt.Errorf("process group %d is on host %s, not ours to judge", leader.PID, leader.Hostname)
+	}
+	if boot := BootID(); leader.BootID != "" && boot != "" && leader.BootID != boot {
+		return false, nil
+	}
+	if st, err := readStat(leader.PID); err == nil && leader.StartTime != 0 && st.startTime != leader.StartTime {
+		return false, nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if st.pgrp == leader.PID && st.state != 'Z' && st.state != 'X' {
+			return true, nil
+		}
+	}
+	return false, nil
+}
