@@ -28,6 +28,7 @@ import (
 type env struct {
 	t      *testing.T
 	spool  *job.Spool
+	fr     *frontier.Frontier
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -50,6 +51,7 @@ func startEnvAt(t *testing.T, dir string, concurrency int) *env {
 		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	}
 	fr := frontier.New(frontier.Config{Spool: s, Log: log, Rescan: 2 * time.Second, Poll: 50 * time.Millisecond})
+	e.fr = fr
 	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: 2 * time.Second}, log)
 	fh := fetch.NewHandler(s, nil)
 	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: concurrency, Log: log, Rescan: 2 * time.Second,
@@ -128,6 +130,20 @@ func TestCrawlSite(t *testing.T) {
 	start := time.Now()
 	if err := st.Create(cfg); err != nil {
 		t.Fatal(err)
+	}
+	// While the crawl runs, the metrics snapshot counts its domains, with
+	// every status present.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, total := e.fr.DomainCounts(), 0
+		for _, n := range got {
+			total += n
+		}
+		if total > 0 && len(got) == len(crawl.DomainStatuses) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("DomainCounts %v: no domain counted while the crawl runs", got)
+		}
 	}
 	waitState(t, st, crawl.Done, 90*time.Second)
 	elapsed := time.Since(start)

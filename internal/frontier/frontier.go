@@ -25,6 +25,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -82,6 +83,38 @@ type Frontier struct {
 	busy map[string]time.Time
 	// rediscover: crawls/ changed (a crawl was created).
 	rediscover bool
+	// domainCounts: domains by status over all crawls, recounted from
+	// memory at most once a second, read by metrics scrapes.
+	domainCounts atomic.Pointer[map[string]int]
+	lastCount    time.Time
+}
+
+// DomainCounts returns how many domains of the crawls this frontier is
+// running now (running or paused; a done or cancelled crawl's domains are
+// no longer counted) are in each status. It reads a snapshot: safe from any goroutine, and
+// as cheap with a million domains as with ten.
+func (f *Frontier) DomainCounts() map[string]int {
+	if m := f.domainCounts.Load(); m != nil {
+		return *m
+	}
+	return map[string]int{}
+}
+
+func (f *Frontier) countDomains(now time.Time) {
+	if now.Sub(f.lastCount) < time.Second {
+		return
+	}
+	f.lastCount = now
+	m := map[string]int{}
+	for _, st := range crawl.DomainStatuses {
+		m[string(st)] = 0
+	}
+	for _, d := range f.drivers {
+		for _, dm := range d.domains {
+			m[string(dm.d.Status)]++
+		}
+	}
+	f.domainCounts.Store(&m)
 }
 
 // New returns a frontier.
@@ -136,6 +169,7 @@ func (f *Frontier) Run(ctx context.Context) error {
 				wake = next
 			}
 		}
+		f.countDomains(now)
 		if ctx.Err() != nil {
 			return nil
 		}
