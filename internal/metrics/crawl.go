@@ -22,7 +22,7 @@ var (
 		Help: "URLs not fetched because robots.txt disallowed them.",
 	})
 	crawlDomainsDesc = prometheus.NewDesc(Namespace+"_crawl_domains",
-		"Crawl domains by status (pending, active, exhausted, blocked, unreachable).", []string{"status"}, nil)
+		"Domains of the crawls being run, by status (pending, active, exhausted, blocked, unreachable).", []string{"status"}, nil)
 	domainCounter atomic.Pointer[func() map[string]int]
 )
 
