@@ -84,8 +84,8 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = prompt, stdout, stderr
 	cmd.Env = append(os.Environ(),
-		"FARRO_JOB_ID="+j.ID,
-		"FARRO_JOB_DIR="+dir,
+		job.EnvJobID+"="+j.ID,
+		job.EnvJobDir+"="+dir,
 		"FARRO_ATTEMPT="+strconv.Itoa(j.Attempts),
 		"FARRO_CORRELATION_ID="+j.CorrelationID,
 	)

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -56,4 +57,41 @@ func GroupAlive(leader Identity) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// WithEnv returns the live processes (zombies aside, the caller excluded)
+// with an environment entry ("NAME=value", as execve gave it to them) for
+// which match is true. Processes whose environment cannot be read
+// (another user's) are not reported.
+func WithEnv(match func(entry []byte) bool) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || len(env) == 0 {
+			continue
+		}
+		found := false
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if match(kv) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && st.state != 'Z' && st.state != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
 }

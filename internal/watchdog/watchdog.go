@@ -306,34 +306,50 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	delete(w.locks, id)
 }
 
-// handlerGone makes sure that the handler a dead holder started for job
-// id is no longer running before the job is recovered (and run again): the
+// handlerGone makes sure that no execution a dead holder started for job
+// id is still running before the job is recovered (and run again): the
 // parent-death signal reaches the handler a moment after its agent died,
-// and never reaches the processes the handler started. A process group
-// recorded in the lock that still has live members is sent SIGKILL (what
-// agentd would have done) and the recovery waits for the next check. When
-// that cannot be checked or done, the recovery waits too: a job is never
-// run twice at once.
+// and never reaches the processes the handler started. It looks for the
+// process group recorded in the lock (job.HandlerFile) and for any process
+// whose environment names the job's directory in this spool
+// (job.EnvJobDir: set for every execution, inherited by what it starts; it
+// also finds a handler whose agent died before recording it). No live
+// holder can be running the job meanwhile: its dead owner's lock is still
+// there. What it finds is sent SIGKILL (what agentd would have done) and
+// the recovery waits for the next check; when that cannot be checked or
+// done, the recovery waits too: a job is never run twice at once.
 func (w *Watchdog) handlerGone(id, lock string) bool {
-	h, err := job.ReadHandler(lock)
-	if err != nil {
-		return true // none recorded (or unreadable: its writer died at once)
+	l := w.log.With().Str("job_id", id).Logger()
+	gone := true
+	if h, err := job.ReadHandler(lock); err == nil {
+		alive, gerr := proc.GroupAlive(h)
+		switch {
+		case alive && gerr != nil:
+			l.Error().Err(gerr).Int("handler_pgid", h.PID).Msg("cannot tell whether the dead holder's handler still runs; recovery waits")
+			return false
+		case alive:
+			gone = false
+			if err := syscall.Kill(-h.PID, syscall.SIGKILL); err != nil {
+				l.Error().Err(err).Int("handler_pgid", h.PID).Msg("the dead holder's handler still runs and cannot be killed; recovery waits")
+				return false
+			}
+			l.Warn().Int("handler_pgid", h.PID).Msg("the dead holder's handler still ran: its process group was killed; recovery follows once it is gone")
+		}
 	}
-	alive, err := proc.GroupAlive(h)
-	if !alive {
-		return true
-	}
-	l := w.log.With().Str("job_id", id).Int("handler_pgid", h.PID).Logger()
+	pids, err := proc.WithEnv(func(kv []byte) bool { return w.spool.IsExecutionEnv(kv, id) })
 	if err != nil {
-		l.Error().Err(err).Msg("cannot tell whether the dead holder's handler still runs; recovery waits")
+		l.Error().Err(err).Msg("cannot look for the dead holder's handler processes; recovery waits")
 		return false
 	}
-	if err := syscall.Kill(-h.PID, syscall.SIGKILL); err != nil {
-		l.Error().Err(err).Msg("the dead holder's handler still runs and cannot be killed; recovery waits")
-		return false
+	for _, pid := range pids {
+		gone = false
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			l.Error().Err(err).Int("pid", pid).Msg("a process of the dead holder's execution cannot be killed; recovery waits")
+			continue
+		}
+		l.Warn().Int("pid", pid).Msg("a process of the dead holder's execution still ran: killed; recovery follows once it is gone")
 	}
-	l.Warn().Msg("the dead holder's handler still ran: its process group was killed; recovery follows once it is gone")
-	return false
+	return gone
 }
 
 // silence returns how long the in-progress job id of agent has not

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +19,29 @@ import (
 // so recovery makes sure that group is gone before the job can run again.
 // Like the owner file it is not fsynced: no process survives a power cut.
 const HandlerFile = "handler"
+
+// EnvJobID and EnvJobDir are environment variables of every process
+// agentd starts for a job (and, inherited, of what those start): the job's
+// id and its directory, in-progress/<agent>/<id> under the spool root.
+// Recovery finds the executions of a job by EnvJobDir, even one its agent
+// died too early to record in HandlerFile.
+const (
+	EnvJobID  = "FARRO_JOB_ID"
+	EnvJobDir = "FARRO_JOB_DIR"
+)
+
+// IsExecutionEnv reports whether entry, an environment entry of some
+// process, is the EnvJobDir of an execution of job id in spool s (by any
+// agent).
+func (s *Spool) IsExecutionEnv(entry []byte, id string) bool {
+	prefix := EnvJobDir + "=" + s.StateDir(InProgress) + "/"
+	rest, ok := bytes.CutPrefix(entry, []byte(prefix))
+	if !ok {
+		return false
+	}
+	agent, name, ok := bytes.Cut(rest, []byte("/"))
+	return ok && len(agent) > 0 && string(name) == id
+}
 
 // RecordHandler writes the identity of the process running the handler
 // into the job's lock. It never replaces an existing file.

@@ -2,17 +2,35 @@
 // tests. Each execution appends a start record and, unless it is killed,
 // an end record to $FARRO_TEST_RECORDS/<job id>.jsonl, so the checker can
 // prove from the handler's own view that no two executions of one job
-// overlapped. It sleeps a few milliseconds (the prompt's sleep_ms, else
-// 2-8 ms) and fails with probability fail_rate (default 0.2).
+// overlapped.
+//
+// Besides the timestamps, every execution holds an exclusive flock(2) on
+// $FARRO_TEST_RECORDS/<job id>.flock for as long as it lives; the kernel
+// drops it when the process dies, however it dies. An execution that
+// finds the lock taken records "overlap": true in its start record: two
+// executions of one job were alive at the same instant, which no clock
+// skew or missing end record can hide.
+//
+// The prompt says what to do: sleep sleep_ms (default 2-8 ms), or, with
+// until_release, until the file $FARRO_TEST_RECORDS/<job id>.release
+// exists (at most sleep_ms, default 60 s); then fail with probability
+// fail_rate (default 0.2). With in_child, the handler does all that in a
+// child process of its own and waits for it, as a shell script running a
+// command does.
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -20,14 +38,21 @@ type record struct {
 	Event   string `json:"event"` // start or end
 	NS      int64  `json:"ns"`    // unix nanoseconds
 	PID     int    `json:"pid"`
+	PPID    int    `json:"ppid"` // the agentd running it
 	Attempt int    `json:"attempt"`
 	Corr    string `json:"correlation_id"`
-	Failed  bool   `json:"failed,omitempty"`
+	Overlap bool   `json:"overlap,omitempty"` // another execution held the job's flock
+	// OverlapUS is how long the other execution kept holding it (µs,
+	// waited for up to 5 s before this one went on).
+	OverlapUS int64 `json:"overlap_us,omitempty"`
+	Failed    bool  `json:"failed,omitempty"`
 }
 
 type prompt struct {
-	SleepMS  *int     `json:"sleep_ms"`
-	FailRate *float64 `json:"fail_rate"`
+	SleepMS      *int     `json:"sleep_ms"`
+	InChild      bool     `json:"in_child"`
+	FailRate     *float64 `json:"fail_rate"`
+	UntilRelease bool     `json:"until_release"`
 }
 
 func main() {
@@ -38,12 +63,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testhandler: FARRO_JOB_ID and FARRO_TEST_RECORDS must be set")
 		os.Exit(2)
 	}
+	raw, err := io.ReadAll(os.Stdin)
 	var p prompt
-	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
+	if err == nil {
+		err = json.Unmarshal(raw, &p)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testhandler: prompt:", err)
 		os.Exit(2)
 	}
+	if p.InChild && os.Getenv("FARRO_TEST_CHILD") == "" {
+		child := exec.Command(os.Args[0])
+		child.Stdin, child.Stdout, child.Stderr = bytes.NewReader(raw), os.Stdout, os.Stderr
+		child.Env = append(os.Environ(), "FARRO_TEST_CHILD=1")
+		err := child.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.ExitCode())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testhandler:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	sleep := 2 + rand.IntN(7)
+	if p.UntilRelease {
+		sleep = 60_000
+	}
 	if p.SleepMS != nil {
 		sleep = *p.SleepMS
 	}
@@ -51,11 +98,34 @@ func main() {
 	if p.FailRate != nil {
 		failRate = *p.FailRate
 	}
-	rec := record{Event: "start", NS: time.Now().UnixNano(), PID: os.Getpid(), Attempt: attempt, Corr: os.Getenv("FARRO_CORRELATION_ID")}
+	began := time.Now()
+	overlap := !takeFlock(filepath.Join(dir, id+".flock"))
+	var overlapUS int64
+	if overlap {
+		// Measure how long the other execution lives on (a killed
+		// process keeps its flock until it has fully exited).
+		for time.Since(began) < 5*time.Second && !takeFlock(filepath.Join(dir, id+".flock")) {
+			time.Sleep(200 * time.Microsecond)
+		}
+		overlapUS = time.Since(began).Microseconds()
+	}
+	rec := record{Event: "start", NS: began.UnixNano(), PID: os.Getpid(), PPID: os.Getppid(), Attempt: attempt,
+		Corr: os.Getenv("FARRO_CORRELATION_ID"), Overlap: overlap, OverlapUS: overlapUS}
 	write(dir, id, rec)
-	time.Sleep(time.Duration(sleep) * time.Millisecond)
+	deadline := time.Now().Add(time.Duration(sleep) * time.Millisecond)
+	if p.UntilRelease {
+		release := filepath.Join(dir, id+".release")
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(release); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	} else {
+		time.Sleep(time.Until(deadline))
+	}
 	fail := rand.Float64() < failRate
-	rec.Event, rec.NS, rec.Failed = "end", time.Now().UnixNano(), fail
+	rec.Event, rec.NS, rec.Failed, rec.Overlap = "end", time.Now().UnixNano(), fail, false
 	write(dir, id, rec)
 	fmt.Println("done", id, attempt)
 	if fail {
@@ -63,6 +133,29 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// takeFlock takes an exclusive flock on path for the life of the process
+// (the descriptor is deliberately never closed). It reports false if
+// another process holds it.
+func takeFlock(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testhandler:", err)
+		os.Exit(2)
+	}
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testhandler: flock:", err)
+		os.Exit(2)
+	}
+	flockFile = f
+	return true
+}
+
+var flockFile *os.File // kept open (and locked) until the process exits
 
 func write(dir, id string, r record) {
 	b, _ := json.Marshal(r)
