@@ -1,0 +1,112 @@
+package sys
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// PGBin returns the directory of PostgreSQL's server binaries (initdb,
+// postgres) as Debian installs them, or "" if there is none.
+func PGBin() string {
+	ms, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	sort.Strings(ms)
+	for i := len(ms) - 1; i >= 0; i-- {
+		dir := filepath.Dir(ms[i])
+		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+			return dir
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Dir(r)
+		}
+	}
+	return ""
+}
+
+// EnsurePackages installs PostgreSQL and Redis from Debian's packages when
+// they are missing (apt-get update once, then apt-get install). Services
+// are not started by the packages here: the benchmark runs private
+// instances.
+func EnsurePackages(logf func(string, ...any)) error {
+	var missing []string
+	if PGBin() == "" {
+		missing = append(missing, "postgresql")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		missing = append(missing, "redis-server")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("missing %s and not root: install them (apt-get install %s)", strings.Join(missing, ", "), strings.Join(missing, " "))
+	}
+	logf("installing %s from Debian's packages", strings.Join(missing, ", "))
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	for _, args := range [][]string{
+		{"update"},
+		append([]string{"install", "-y", "--no-install-recommends"}, missing...),
+	} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, tail(string(out), 2000))
+		}
+	}
+	if PGBin() == "" {
+		return fmt.Errorf("postgresql installed but no initdb found under /usr/lib/postgresql")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return fmt.Errorf("redis-server installed but not in PATH")
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// LoopExt4 makes a journaled ext4 filesystem in a sparse image file of the
+// given size and mounts it on dir (loop device). Unmount undoes it and
+// removes the image.
+type LoopExt4 struct {
+	Image, Dir string
+}
+
+// MountLoopExt4 creates the image, formats and mounts it.
+func MountLoopExt4(image, dir string, sizeGiB int) (*LoopExt4, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := Run("truncate", "-s", fmt.Sprintf("%dG", sizeGiB), image); err != nil {
+		return nil, err
+	}
+	if err := Run("mkfs.ext4", "-q", "-F", image); err != nil {
+		os.Remove(image)
+		return nil, err
+	}
+	if err := Run("mount", "-o", "loop", image, dir); err != nil {
+		os.Remove(image)
+		return nil, err
+	}
+	return &LoopExt4{Image: image, Dir: dir}, nil
+}
+
+// Unmount unmounts the filesystem and removes its image.
+func (l *LoopExt4) Unmount() error {
+	err := Run("umount", l.Dir)
+	if err != nil {
+		err = Run("umount", "-l", l.Dir)
+	}
+	os.Remove(l.Image)
+	os.Remove(l.Dir)
+	return err
+}
