@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/farro-dev/farro/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -44,20 +44,11 @@ func crashBinaries(t testing.TB) string {
 // buildInto builds ./cmd/... and the test handler into a new temp dir,
 // which TestMain removes at the end of the run.
 func buildInto(prefix string, flags ...string) (string, error) {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	dir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		return "", err
+	dir, err := testbin.Build(prefix, flags, "./cmd/...", "./test/crash/testhandler")
+	if err == nil {
+		tempDirs.add(dir)
 	}
-	tempDirs.add(dir)
-	args := append(append([]string{"build"}, flags...), "-o", dir+"/", "./cmd/...", "./test/crash/testhandler")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return dir, nil
+	return dir, err
 }
 
 // tempDirs are removed by TestMain when the run ends.

@@ -3,14 +3,12 @@ package crash
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
+	"github.com/farro-dev/farro/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,32 +17,12 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// bins are the four daemons and the test handler, built once per test run.
+var bins = &testbin.Set{Prefix: "farro-bin-", Pkgs: []string{"./cmd/...", "./test/crash/testhandler"}}
 
-// binaries builds the four daemons and the test handler once per test run.
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		binDir, buildErr = os.MkdirTemp("", "farro-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/...", "./test/crash/testhandler")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return bins.Dir(t)
 }
 
 // daemonProc is one running daemon whose stdout goes to a log file.

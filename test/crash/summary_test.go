@@ -122,9 +122,7 @@ func TestMain(m *testing.M) {
 	if p := os.Getenv("FARRO_CRASH_SUMMARY"); p != "" {
 		_ = os.WriteFile(p, []byte(line+"\n"), 0o644)
 	}
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	tempDirs.removeAll()
 	os.Exit(code)
 }

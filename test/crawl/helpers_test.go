@@ -9,14 +9,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/farro-dev/farro/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,35 +26,15 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// bins are the daemons, farroctl and the site server, built once per test run.
+var bins = &testbin.Set{Prefix: "farro-crawl-bin-", Pkgs: []string{"./cmd/...", "./test/crawl/siteserver"}}
 
-// binaries builds the daemons, farroctl and the site server once.
 func binaries(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the daemons; skipped with -short")
 	}
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		binDir, buildErr = os.MkdirTemp("", "farro-crawl-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/...", "./test/crawl/siteserver")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return bins.Dir(t)
 }
 
 // proc is a process whose output goes to files in the test's directory.

@@ -10,12 +10,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/farro-dev/farro/internal/testbin"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,40 +31,17 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// bins are the four programs, built once per test run.
+var bins = &testbin.Set{Prefix: "farro-ops-bin-", Pkgs: []string{"./cmd/agentd", "./cmd/managerd", "./cmd/watchdogd", "./cmd/farroctl"}}
 
-// binaries builds the four programs once (without -race: they are the
-// product, not the test).
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		binDir, buildErr = os.MkdirTemp("", "farro-ops-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/agentd", "./cmd/managerd", "./cmd/watchdogd", "./cmd/farroctl")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return bins.Dir(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 
