@@ -104,13 +104,12 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 	}
 	gate := st.GateFile(p.Domain)
 	interval := time.Duration(p.MinIntervalMS) * time.Millisecond
-	release, err := passGate(ctx, gate, interval)
-	if err != nil {
+	if err := waitGate(ctx, gate, interval); err != nil {
 		art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeNetworkError, crawl.ErrCodeNetwork, "not sent: "+err.Error()
 		art.FetchedAt = time.Now().UTC()
 		return err
 	}
-	res, err := h.do(ctx, release, p.URL, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, p.MaxBodyBytes)
+	res, err := h.do(ctx, gate, interval, p.URL, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, p.MaxBodyBytes)
 	art.FetchedAt, art.DurationMS = res.start.UTC(), res.dur.Milliseconds()
 	if err != nil {
 		code := classify(err)
@@ -163,7 +162,7 @@ type response struct {
 }
 
 // do sends one GET and reads at most maxBytes of the body.
-func (h *Handler) do(ctx context.Context, sent func(), rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
+func (h *Handler) do(ctx context.Context, gate string, interval time.Duration, rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
 	res = response{start: time.Now()}
 	connect := time.Duration(connectMS) * time.Millisecond
 	if connect <= 0 {
@@ -178,16 +177,17 @@ func (h *Handler) do(ctx context.Context, sent func(), rawURL, ua string, resolv
 	var wrote atomic.Int64
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) {
-			wrote.CompareAndSwap(0, time.Now().UnixNano())
-			// Open the domain's gate for the next request only now that
-			// this one is on the wire (interval counted from here).
-			sent()
+			now := time.Now()
+			wrote.CompareAndSwap(0, now.UnixNano())
+			// Space the next request from when this one was written,
+			// later than when the gate let it pass.
+			if gate != "" {
+				pushGate(gate, now.Add(interval))
+			}
 		},
 	})
-	// fetched_at is when the request was written, if it was; a request that
-	// never got written releases the gate on the way out.
+	// fetched_at is when the request was written, if it was.
 	defer func() {
-		sent()
 		if w := wrote.Load(); w != 0 {
 			res.start = time.Unix(0, w)
 		}

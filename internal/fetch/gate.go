@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -57,67 +56,6 @@ func withGate(path string, fn func(next time.Time) (time.Time, bool)) error {
 		return fmt.Errorf("gate %s: %w", path, err)
 	}
 	return nil
-}
-
-// passGate returns once a request to the gate's domain may start, still
-// holding the gate's flock: other fetchers of the domain wait until the
-// caller's request is written and release is called, which moves the gate
-// to (time of release) + interval. Holding the gate until the request is
-// on the wire is what spaces requests as the server sees them, even when a
-// fetcher is descheduled between passing the gate and sending. release is
-// idempotent; a path of "" yields a no-op.
-func passGate(ctx context.Context, path string, interval time.Duration) (release func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("gate %s: %w", path, err)
-		}
-		fd := int(f.Fd())
-		if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("gate %s: %w", path, err)
-		}
-		var buf [8]byte
-		var next time.Time
-		if n, _ := f.ReadAt(buf[:], 0); n == 8 {
-			next = time.Unix(0, int64(binary.BigEndian.Uint64(buf[:])))
-		}
-		wait := time.Until(next)
-		if wait > maxGateWait+interval && wait <= 24*time.Hour {
-			_ = syscall.Flock(fd, syscall.LOCK_UN)
-			f.Close()
-			return nil, errGateClosed{next}
-		}
-		if wait <= 0 || wait > 24*time.Hour { // free, or a clock jump: ignore it
-			var once sync.Once
-			return func() {
-				once.Do(func() {
-					at := time.Now().Add(interval)
-					if n, _ := f.ReadAt(buf[:], 0); n == 8 {
-						if cur := time.Unix(0, int64(binary.BigEndian.Uint64(buf[:]))); cur.After(at) {
-							at = cur
-						}
-					}
-					binary.BigEndian.PutUint64(buf[:], uint64(at.UnixNano()))
-					_, _ = f.WriteAt(buf[:], 0)
-					_ = syscall.Flock(fd, syscall.LOCK_UN)
-					f.Close()
-				})
-			}, nil
-		}
-		_ = syscall.Flock(fd, syscall.LOCK_UN)
-		f.Close()
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, context.Cause(ctx)
-		case <-t.C:
-		}
-	}
 }
 
 // waitGate returns once a request to the gate's domain may start, having
