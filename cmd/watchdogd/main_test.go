@@ -2,14 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,22 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // parses, so two apps must not parse at once in one process; and
 // TestEnvironmentSetsFlags sets the environment.
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logxtest.Buffer
 
 // setup opens a spool holding one running job whose owner process has
 // exited.

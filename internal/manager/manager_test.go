@@ -1,16 +1,15 @@
 package manager
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,38 +22,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer collects log lines written by the manager's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the log lines decoded as JSON objects; a line that is
-// not JSON fails the test.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", sc.Text())
-		}
-		if k := duplicateKey(sc.Bytes()); k != "" {
-			t.Fatalf("log line has key %q twice: %s", k, sc.Text())
-		}
-		out = append(out, m)
-	}
-	return out
-}
+type syncBuffer = logxtest.Buffer
 
 type env struct {
 	s   *job.Spool
@@ -439,7 +407,7 @@ func TestRunOnceOnEmptySpoolIsANoop(t *testing.T) {
 	if after := tree(t, e.s.Root); !equal(before, after) {
 		t.Fatalf("spool changed:\nbefore %v\nafter  %v", before, after)
 	}
-	for _, l := range e.log.lines(t) {
+	for _, l := range e.log.Lines(t) {
 		if l["level"] != "debug" {
 			t.Fatalf("unexpected log line %v", l)
 		}
@@ -485,7 +453,7 @@ func TestCorruptFailedJobIsQuarantinedAndThePassGoesOn(t *testing.T) {
 		t.Fatalf("incoming/ holds %v (a lock left behind?)", got)
 	}
 	n := 0
-	for _, l := range e.log.lines(t) {
+	for _, l := range e.log.Lines(t) {
 		if l["message"] == "corrupt job quarantined" && l["level"] == "error" {
 			n++
 		}
@@ -513,7 +481,7 @@ func TestUnknownSchemaIsLeftInPlaceAndReportedOnce(t *testing.T) {
 		t.Fatalf("job moved: %v", err)
 	}
 	n := 0
-	for _, l := range e.log.lines(t) {
+	for _, l := range e.log.Lines(t) {
 		if l["level"] == "error" && l["job_id"] == "future" {
 			n++
 		}
@@ -655,7 +623,7 @@ func TestDeferredPromotedInNotBeforeOrder(t *testing.T) {
 
 func assertTransitionLogged(t *testing.T, lb *syncBuffer, id string, from, to job.State) {
 	t.Helper()
-	for _, l := range lb.lines(t) {
+	for _, l := range lb.Lines(t) {
 		ev, _ := l["event"].(map[string]any)
 		if l["job_id"] == id && ev["type"] == "state_transition" && ev["from"] == string(from) && ev["to"] == string(to) {
 			if l["app"] != logx.App || l["actor"] != Actor || l["timestamp"] == nil || l["message"] == nil {
@@ -716,30 +684,4 @@ func contains(s []string, x string) bool {
 		}
 	}
 	return false
-}
-
-// duplicateKey returns a top-level key that occurs twice in the JSON
-// object line ("" if none): jq would silently keep only the last one.
-func duplicateKey(line []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if _, err := dec.Token(); err != nil { // {
-		return ""
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		k, _ := tok.(string)
-		if seen[k] {
-			return k
-		}
-		seen[k] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return ""
-		}
-	}
-	return ""
 }

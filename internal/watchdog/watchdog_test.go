@@ -1,15 +1,14 @@
 package watchdog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,43 +22,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the log lines decoded; a line that is not JSON fails the
-// test.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", sc.Text())
-		}
-		if k := duplicateKey(sc.Bytes()); k != "" {
-			t.Fatalf("log line has key %q twice: %s", k, sc.Text())
-		}
-		out = append(out, m)
-	}
-	return out
-}
+type syncBuffer = logxtest.Buffer
 
 type env struct {
 	s   *job.Spool
@@ -216,7 +179,7 @@ func TestLiveOwnerWithFreshHeartbeatIsNeverTouched(t *testing.T) {
 	if now, err := fsq.ReadOwner(e.s.LockPath("j2")); err != nil || !bytes.Equal(now, owner) {
 		t.Fatalf("owner file changed: %s, %v", now, err)
 	}
-	for _, l := range e.log.lines(t) {
+	for _, l := range e.log.Lines(t) {
 		if l["level"] != "info" && l["level"] != "debug" {
 			t.Fatalf("unexpected log line %v", l)
 		}
@@ -407,7 +370,7 @@ func TestStartupReconcileRepairsStatusMismatches(t *testing.T) {
 		t.Fatalf("b1 touched under its holder's lock: %+v %v", locs, err)
 	}
 	var summary map[string]any
-	for _, l := range e.log.lines(t) {
+	for _, l := range e.log.Lines(t) {
 		if l["message"] == "startup reconcile done" {
 			summary = l
 		}
@@ -501,7 +464,7 @@ func TestRunRecoversAKilledOwnerWithinASecond(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, l := range e.log.lines(t) {
+	for _, l := range e.log.Lines(t) {
 		for _, k := range []string{"timestamp", "level", "message", "app", "actor"} {
 			if _, ok := l[k]; !ok {
 				t.Fatalf("log line lacks %s: %v", k, l)
@@ -513,7 +476,7 @@ func TestRunRecoversAKilledOwnerWithinASecond(t *testing.T) {
 
 func findTransition(t *testing.T, lb *syncBuffer, id string, from, to job.State) map[string]any {
 	t.Helper()
-	for _, l := range lb.lines(t) {
+	for _, l := range lb.Lines(t) {
 		ev, _ := l["event"].(map[string]any)
 		if l["job_id"] == id && ev["type"] == "state_transition" && ev["from"] == string(from) && ev["to"] == string(to) {
 			if l["app"] != logx.App || l["actor"] != Actor || l["timestamp"] == nil || l["correlation_id"] == nil {
@@ -529,30 +492,4 @@ func findTransition(t *testing.T, lb *syncBuffer, id string, from, to job.State)
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
-}
-
-// duplicateKey returns a top-level key that occurs twice in the JSON
-// object line ("" if none): jq would silently keep only the last one.
-func duplicateKey(line []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if _, err := dec.Token(); err != nil { // {
-		return ""
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		k, _ := tok.(string)
-		if seen[k] {
-			return k
-		}
-		seen[k] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return ""
-		}
-	}
-	return ""
 }
