@@ -108,11 +108,11 @@ func (d *driver) close() {
 // load rebuilds the driver's memory from disk, repairing what a crash
 // may have left half-written.
 func (d *driver) load() error {
-	cfg, err := d.st.Load()
+	cfg, stamp, err := d.loadConfig()
 	if err != nil {
 		return err
 	}
-	if err := d.setConfig(cfg); err != nil {
+	if err := d.setConfig(cfg, stamp); err != nil {
 		return err
 	}
 	for _, sub := range []string{crawl.DomainsDir, crawl.QueuesDir, crawl.RequestsDir, crawl.GatesDir, crawl.BodiesDir} {
@@ -225,13 +225,26 @@ func (d *driver) load() error {
 	return nil
 }
 
-func (d *driver) setConfig(cfg *crawl.Crawl) error {
+// loadConfig reads crawl.json and the stamp of the version read. The
+// stamp is taken before the read: a write landing in between leaves a
+// stamp older than the content, which costs one extra reload; a stamp
+// taken after the read could name a version never read, and that change
+// would be missed for good.
+func (d *driver) loadConfig() (*crawl.Crawl, string, error) {
+	stamp := d.stamp()
+	cfg, err := d.st.Load()
+	return cfg, stamp, err
+}
+
+// setConfig adopts cfg, read when crawl.json had the given stamp ("" to
+// read it again at the next step).
+func (d *driver) setConfig(cfg *crawl.Crawl, stamp string) error {
 	sc, err := crawl.NewScoper(cfg)
 	if err != nil {
 		return err
 	}
 	d.cfg, d.scoper = cfg, sc
-	d.cfgStamp = d.stamp()
+	d.cfgStamp = stamp
 	return nil
 }
 
@@ -261,7 +274,7 @@ func (d *driver) reloadConfig() bool {
 	if s == d.cfgStamp {
 		return true
 	}
-	cfg, err := d.st.Load()
+	cfg, s, err := d.loadConfig()
 	if err != nil {
 		if errors.Is(err, crawl.ErrNoCrawl) {
 			return false
@@ -273,7 +286,7 @@ func (d *driver) reloadConfig() bool {
 	if cfg.State != d.cfg.State {
 		d.log.Info().Str("from", string(d.cfg.State)).Str("to", string(cfg.State)).Str("reason", cfg.StateReason).Msg("crawl state changed")
 	}
-	if err := d.setConfig(cfg); err != nil {
+	if err := d.setConfig(cfg, s); err != nil {
 		d.log.Error().Err(err).Msg("invalid crawl.json; keeping the previous one")
 		d.cfgStamp = s
 	}
@@ -400,12 +413,12 @@ func (d *driver) updateCrawl(fn func(c *crawl.Crawl) error) bool {
 		if !errors.Is(err, errChanged) {
 			d.log.Error().Err(err).Msg("cannot update crawl.json")
 		}
-		if cfg, lerr := d.st.Load(); lerr == nil {
-			_ = d.setConfig(cfg)
+		if cfg, stamp, lerr := d.loadConfig(); lerr == nil {
+			_ = d.setConfig(cfg, stamp)
 		}
 		return false
 	}
-	_ = d.setConfig(c)
+	_ = d.setConfig(c, "")
 	return true
 }
 

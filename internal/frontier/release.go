@@ -43,17 +43,17 @@ func (d *driver) releasePass(ctx context.Context, now time.Time) {
 		return
 	}
 	defer l.Unlock()
-	cfg, err := d.st.Load()
+	cfg, stamp, err := d.loadConfig()
 	if err != nil {
 		d.log.Error().Err(err).Msg("crawl.json")
 		return
 	}
 	if cfg.State != crawl.Running {
-		_ = d.setConfig(cfg)
+		_ = d.setConfig(cfg, stamp)
 		return
 	}
 	if cfg.Run != d.cfg.Run || cfg.UpdatedAt != d.cfg.UpdatedAt {
-		_ = d.setConfig(cfg)
+		_ = d.setConfig(cfg, stamp)
 	}
 	released := 0
 	for round := 0; released < d.f.cfg.MaxReleasesPerStep && ctx.Err() == nil; round++ {
