@@ -48,6 +48,12 @@ type Agent struct {
 	busy   atomic.Int64
 	ready  chan struct{}
 	rdOnce sync.Once
+	// Commits run behind the slots: a slot hands its outcome over and
+	// claims its next job, so the next claim shares its group-commit
+	// barrier with the commit (pkg/job). commitSem bounds the commits in
+	// flight (one per slot); commits lets Run wait for them.
+	commitSem chan struct{}
+	commits   sync.WaitGroup
 }
 
 // Stop causes, for context.Cause.
@@ -82,6 +88,7 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
+		commitSem: make(chan struct{}, cfg.Concurrency),
 	}, nil
 }
 
@@ -130,6 +137,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		stopRuns(errDrain)
 		<-done
 	}
+	a.commits.Wait()
 	return nil
 }
 
@@ -203,7 +211,8 @@ func (a *Agent) claimFailed(id string, err error) {
 	}
 }
 
-// run executes one claimed job and commits its outcome.
+// run executes one claimed job and hands its outcome to a commit that runs
+// behind the slot.
 func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	runStart := time.Now()
 	env := c.Envelope()
@@ -247,8 +256,14 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	cause := context.Cause(hctx)
 	stop(nil)
 	wg.Wait()
-	a.commit(c, env.Runtime.Dir, res, cause, l)
-	runFinished(c, runStart)
+	a.commitSem <- struct{}{}
+	a.commits.Add(1)
+	go func() {
+		defer a.commits.Done()
+		a.commit(c, env.Runtime.Dir, res, cause, l)
+		runFinished(c, runStart)
+		<-a.commitSem
+	}()
 }
 
 // supervise heartbeats and polls for operator requests while the handler

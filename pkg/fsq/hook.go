@@ -12,6 +12,7 @@ const (
 	OpMkdir   Op = "mkdir"
 	OpRename  Op = "rename"
 	OpRemove  Op = "remove"
+	OpBarrier Op = "barrier" // Barrier.Wait: syncfs of the whole file system
 )
 
 // Observer is called before each filesystem operation. It exists for the

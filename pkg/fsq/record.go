@@ -14,8 +14,14 @@ const (
 	RecWrite   RecOp = "write"     // Path: Data was appended to the file
 	RecFsync   RecOp = "fsync"     // Path: the file's content was fsynced
 	RecSyncDir RecOp = "fsync-dir" // Path: the directory was fsynced
-	RecRename  RecOp = "rename"    // Path was renamed to Path2, replacing a file there
-	RecRemove  RecOp = "remove"    // Path and everything below it were removed
+	// RecSyncFS: a Barrier made everything before it durable (syncfs of
+	// the file system holding Path). It is recorded when Wait returns;
+	// with concurrent writers a change made during the sync would be
+	// counted in, so recorders that replay power cuts must drive the
+	// package from one goroutine.
+	RecSyncFS RecOp = "syncfs"
+	RecRename RecOp = "rename" // Path was renamed to Path2, replacing a file there
+	RecRemove RecOp = "remove" // Path and everything below it were removed
 	// RecBefore comes before each operation of this package (where the
 	// Observer is called), before anything changed: a Recorder may compare
 	// the disk with what it recorded, to see the changes made behind this

@@ -12,15 +12,9 @@ import (
 // empty directory. A missing src is reported as ErrVanished: someone else
 // moved it first.
 func Rename(src, dst string) error {
-	if _, err := os.Lstat(dst); err == nil {
-		return fmt.Errorf("rename %s -> %s: %w", src, dst, ErrExists)
+	if err := RenameUnsynced(src, dst); err != nil {
+		return err
 	}
-	hook(OpRename, src, dst)
-	record(RecBefore, src, dst, nil)
-	if err := os.Rename(src, dst); err != nil {
-		return fmt.Errorf("rename %s -> %s: %w", src, dst, classify(err))
-	}
-	record(RecRename, src, dst, nil)
 	sdir, ddir := filepath.Dir(src), filepath.Dir(dst)
 	if err := SyncDir(ddir); err != nil {
 		return err

@@ -103,38 +103,30 @@ func CreateFile(path string, data []byte) error {
 // AppendLine appends line (a newline is added) to path and fsyncs it. The
 // file is created if missing, and then its directory is fsynced too.
 func AppendLine(path string, line []byte) error {
-	hook(OpAppend, path, "")
-	record(RecBefore, path, "", nil)
-	created := false
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
-	if os.IsNotExist(err) {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-		created = true
-	}
+	created, err := appendLine(path, line)
 	if err != nil {
-		return fmt.Errorf("append %s: %w", path, classify(err))
+		return err
 	}
-	if created {
-		record(RecCreate, path, "", nil)
-	}
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
-	if _, err := f.Write(buf); err != nil {
-		f.Close()
-		return fmt.Errorf("append %s: %w", path, err)
-	}
-	record(RecWrite, path, "", buf)
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	record(RecFsync, path, "", nil)
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
+	if err := syncFile(path); err != nil {
+		return err
 	}
 	if created {
 		return SyncDir(filepath.Dir(path))
 	}
+	return nil
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", path, classify(err))
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	record(RecFsync, path, "", nil)
 	return nil
 }
 

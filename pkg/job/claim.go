@@ -42,6 +42,13 @@ func (c *Claimed) Envelope() Envelope {
 // in-progress/<agent>/<id>, then mark it in-progress with attempts+1, a new
 // correlation id and a first heartbeat.
 //
+// Durability is group-committed: nothing is fsynced step by step. The new
+// job.json is staged beside the old one, one barrier (a syncfs shared
+// with every transaction waiting at that moment) makes all the steps so
+// far durable, and only then does the staged file replace job.json, so a
+// power cut never leaves it torn. Whatever subset of the steps a power cut
+// keeps, recovery rolls the claim back (docs/RELIABILITY.md).
+//
 // Errors: fsq.ErrLocked (someone else has it), fsq.ErrVanished (gone),
 // ErrSchema (lock released, job left in place), ErrState (status not
 // queued; lock released), ErrCorrupt (quarantined to corrupt/).
@@ -87,14 +94,14 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	}
 	dst := s.JobDir(InProgress, h.Agent, id)
 	fsq.CrashPoint("claim/rename:before")
-	if err := fsq.Rename(src, dst); err != nil {
+	if err := fsq.RenameUnsynced(src, dst); err != nil {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
 	// A control request left over from an earlier attempt (it arrived while
 	// that attempt was committing) must not stop this one. None for this
 	// attempt can exist yet: RequestControl refuses a job whose status is
-	// not in-progress. The job.json write below fsyncs the directory.
+	// not in-progress. The barrier below makes the removal durable.
 	if err := os.Remove(filepath.Join(dst, ControlFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		_ = fsq.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
 		return nil, fmt.Errorf("claim %s: remove stale control request: %w", id, err)
@@ -106,7 +113,16 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
 	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
 	fsq.CrashPoint("claim/write:before")
-	if err := fsq.WriteFile(dst+"/"+JobFile, nj.Marshal()); err != nil {
+	staged, err := fsq.Stage(dst+"/"+JobFile, nj.Marshal())
+	if err == nil {
+		fsq.CrashPoint("claim/sync:before")
+		if err = s.sync(); err == nil {
+			fsq.CrashPoint("claim/replace:before")
+			err = staged.Replace()
+		}
+		staged.Discard()
+	}
+	if err != nil {
 		// Undo the move so the job is not stranded; if even that fails,
 		// watchdogd rolls the claim back (status is still queued).
 		if rerr := fsq.Rename(dst, src); rerr == nil {
@@ -114,8 +130,10 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		}
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
+	// The event follows the status it records (history never runs ahead
+	// of job.json); the commit's first barrier makes it durable.
 	fsq.CrashPoint("claim/append:before")
-	_ = appendEvent(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
+	_ = appendEventUnsynced(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
 	fsq.CrashPoint("claim/append:after")
 	return &Claimed{spool: s, holder: h, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
 }
@@ -143,10 +161,17 @@ func (c *Claimed) Heartbeat() error {
 }
 
 // Commit is the commit-job transaction: check the transition against the
-// map, rewrite job.json with the new status (and whatever mutate sets),
+// map, write job.json with the new status (and whatever mutate sets),
 // append the event, rename the job to its next state directory, and only
 // then remove the lock. fsq.ErrVanished means the job was taken away
 // meanwhile; the lock is then left alone, for it is no longer ours.
+//
+// Durability is group-committed with two barriers (see Claim): one makes
+// the staged job.json durable before it replaces the old one, the second
+// makes the replaced job.json durable before the job moves. So once the
+// job is seen in its new directory its new status is on disk: a power cut
+// that loses the move is rolled forward by recovery, and an outcome once
+// visible never comes back as a job to run again.
 func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -167,17 +192,33 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 		mutate(j)
 	}
 	dir := c.env.Runtime.Dir
-	dropTemps(dir, false) // the job.json write below fsyncs dir
+	dropTemps(dir, false) // the barriers below make the removals durable
 	q := string(to)       // crash points are per target state
 	fsq.CrashPoint("commit/write:before", q)
-	if err := fsq.WriteFile(dir+"/"+JobFile, j.Marshal()); err != nil {
+	staged, err := fsq.Stage(dir+"/"+JobFile, j.Marshal())
+	if err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
+	defer staged.Discard()
+	fsq.CrashPoint("commit/sync:before", q)
+	if err := c.spool.sync(); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
+	fsq.CrashPoint("commit/replace:before", q)
+	if err := staged.Replace(); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
+	// The event follows the status it records: a commit killed before
+	// this point is re-run without a terminal event left behind.
 	fsq.CrashPoint("commit/append:before", q)
-	_ = appendEvent(dir, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID})
+	_ = appendEventUnsynced(dir, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID})
+	fsq.CrashPoint("commit/sync2:before", q)
+	if err := c.spool.sync(); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
 	dst := c.spool.JobDir(to, "", j.ID)
 	fsq.CrashPoint("commit/rename:before", q)
-	if err := fsq.Rename(dir, dst); err != nil {
+	if err := fsq.RenameUnsynced(dir, dst); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
 	c.done = true

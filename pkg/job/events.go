@@ -24,3 +24,10 @@ func appendEvent(dir string, ev Event) error {
 	b, _ := json.Marshal(ev)
 	return fsq.AppendLine(filepath.Join(dir, EventsFile), b)
 }
+
+// appendEventUnsynced appends ev for a transaction whose next barrier
+// makes it durable.
+func appendEventUnsynced(dir string, ev Event) error {
+	b, _ := json.Marshal(ev)
+	return fsq.AppendLineUnsynced(filepath.Join(dir, EventsFile), b)
+}

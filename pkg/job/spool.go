@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
@@ -15,6 +16,33 @@ import (
 // Spool is a spool directory tree. Its methods are the job transactions.
 type Spool struct {
 	Root string
+
+	barrierOnce sync.Once
+	barrier     *fsq.Barrier
+	barrierErr  error
+}
+
+// sync is the group-commit barrier of the spool's file system (see
+// fsq.Barrier): Claim and Commit place their few ordering points there, so
+// that concurrent transactions share one syncfs.
+func (s *Spool) sync() error {
+	if err := s.openBarrier(); err != nil {
+		return err
+	}
+	return s.barrier.Wait()
+}
+
+func (s *Spool) openBarrier() error {
+	s.barrierOnce.Do(func() { s.barrier, s.barrierErr = fsq.NewBarrier(s.Root) })
+	return s.barrierErr
+}
+
+// Syncs is how many group-commit syncs this Spool has made.
+func (s *Spool) Syncs() uint64 {
+	if s.openBarrier() != nil {
+		return 0
+	}
+	return s.barrier.Syncs()
 }
 
 // Directories of the spool besides the state directories.

@@ -160,7 +160,11 @@ const (
 	plWrite                 // append data to file ino
 	plFsync                 // fsync file ino
 	plSyncDir               // fsync directory ino
+	plSyncFS                // syncfs: forces everything before it
 )
+
+// syncs tells whether o forces anything (fsync, fsync-dir, syncfs).
+func (o *plOp) syncs() bool { return o.kind == plFsync || o.kind == plSyncDir || o.kind == plSyncFS }
 
 type plOp struct {
 	kind     plKind
@@ -472,6 +476,8 @@ func (r *plRecorder) record(rec fsq.Rec) {
 		if ok {
 			add(plOp{kind: plSyncDir, ino: ino, label: "fsync-dir " + rel})
 		}
+	case fsq.RecSyncFS:
+		add(plOp{kind: plSyncFS, label: "syncfs"})
 	case fsq.RecRename:
 		sd, sn, srel, ok := r.parent(rec.Path)
 		if !ok {
@@ -578,6 +584,8 @@ func (l *plLog) analyse() *plAnalysis {
 				hit = f.ino == o.dir
 			case f.kind == plSyncDir && o.kind == plRename:
 				hit = f.ino == o.dir2
+			case f.kind == plSyncFS:
+				hit = !o.syncs()
 			}
 			if hit {
 				a.forcer[p] = q

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,12 +138,15 @@ func TestPowerLossDetectsMissingFsync(t *testing.T) {
 		// submit: the job dir's entries (job.json...) never reach the disk
 		// although the dir is renamed into incoming/.
 		{"submit/queued", []string{"fsync-dir tmp/A."}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},
-		// commit: job.json's new content is not fsynced before the rename
-		// that replaces the old one.
-		{"commit/succeeded", []string{"fsync in-progress/a1/A/.job.json"}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},
-		// commit: neither the new job.json nor the move reach the disk: an
-		// acknowledged success comes back as a job to run again.
-		{"commit/succeeded", []string{"fsync-dir in-progress/a1/A", "fsync-dir completed/succeeded"}, func(c plCounts) bool { return c.Regressed > 0 }, "regressed"},
+		// commit: the staged job.json is not made durable (first barrier)
+		// before it replaces the old one.
+		{"commit/succeeded", []string{"syncfs#1"}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},
+		// commit: without the second barrier neither the new job.json nor
+		// the move need reach the disk: an acknowledged success comes back
+		// as a job to run again.
+		{"commit/succeeded", []string{"syncfs#2"}, func(c plCounts) bool { return c.Regressed > 0 }, "regressed"},
+		// claim: the staged job.json replaces the old one before a barrier.
+		{"claim/agent-dir-exists", []string{"syncfs#1"}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},
 	}
 	scs := map[string]plScenario{}
 	for _, sc := range plScenarios() {
@@ -159,10 +163,18 @@ func TestPowerLossDetectsMissingFsync(t *testing.T) {
 			}
 			broken := l
 			for _, label := range tc.remove {
-				p := -1
+				// "label#k": the k-th matching sync; else the last one.
+				nth := 0
+				if i := strings.LastIndexByte(label, '#'); i >= 0 {
+					nth, _ = strconv.Atoi(label[i+1:])
+					label = label[:i]
+				}
+				p, seen := -1, 0
 				for i, o := range broken.ops {
-					if (o.kind == plFsync || o.kind == plSyncDir) && (o.label == label || strings.HasPrefix(o.label, label) && !strings.HasPrefix(o.label[len(label):], "/")) {
-						p = i
+					if o.syncs() && (o.label == label || strings.HasPrefix(o.label, label) && !strings.HasPrefix(o.label[len(label):], "/")) {
+						if seen++; nth == 0 || seen == nth {
+							p = i
+						}
 					}
 				}
 				if p < 0 {
@@ -208,7 +220,7 @@ func TestPowerLossFsyncAudit(t *testing.T) {
 		}
 		l := plRecord(t, sc)
 		for p, o := range l.ops {
-			if o.kind != plFsync && o.kind != plSyncDir {
+			if !o.syncs() {
 				continue
 			}
 			removed++

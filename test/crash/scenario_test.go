@@ -278,10 +278,10 @@ func pointCases() []pointCase {
 	// agentd: load-job, heartbeat, commit-job to each target state, the
 	// operator's control requests, quarantine of a corrupt job.
 	add("agentd", "claim/lock:before", "claim/mkdir-agent:before", "claim/rename:before",
-		"claim/write:before", "claim/append:before", "claim/append:after",
+		"claim/write:before", "claim/sync:before", "claim/replace:before", "claim/append:before", "claim/append:after",
 		"heartbeat/write:before", "heartbeat/write:after")
 	for _, to := range []string{"succeeded", "failed", "held", "killed", "queued"} {
-		for _, st := range []string{"write:before", "append:before", "rename:before", "unlock:before", "unlock:after"} {
+		for _, st := range []string{"write:before", "sync:before", "replace:before", "append:before", "sync2:before", "rename:before", "unlock:before", "unlock:after"} {
 			add("agentd", "commit@"+to+"/"+st)
 		}
 	}
