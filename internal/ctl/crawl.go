@@ -277,7 +277,9 @@ func (c *Ctl) CrawlCancel(name string) error {
 		var err error
 		for try := 0; try < 50; try++ {
 			out, err = crawl.CancelJob(s, id, Actor)
-			if err == nil || errors.Is(err, job.ErrNotFound) || !errors.Is(err, fsq.ErrLocked) {
+			// Busy (locked), or moved while we acted (vanished: its agent
+			// was committing it): locate it again.
+			if err == nil || errors.Is(err, job.ErrNotFound) || !(errors.Is(err, fsq.ErrLocked) || errors.Is(err, fsq.ErrVanished)) {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)

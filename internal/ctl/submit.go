@@ -196,10 +196,16 @@ func submitError(err error) error {
 // envelope.
 const maxBatchLine = job.MaxPromptSize + 64<<10
 
+// submitBatchChunk is how many lines of --batch input share one
+// SubmitMany (two group-commit barriers).
+const submitBatchChunk = 256
+
 // submitBatch reads JSON Lines, submits one job per line and prints one
-// ID per submitted job. Each line is independent: a bad line is reported
-// on stderr ("line N: reason") and the others are still submitted; the
-// exit code is then 1.
+// ID per submitted job, in input order. Each line is independent: a bad
+// line is reported on stderr ("line N: reason") and the others are still
+// submitted; the exit code is then 1. Lines are submitted in chunks
+// (job.Spool.SubmitMany), so a chunk's jobs share their fsyncs; an ID is
+// printed only once its job is durable.
 func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 	in, name, closeIn, err := c.input(o.Args)
 	if err != nil {
@@ -207,8 +213,48 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 	}
 	defer closeIn()
 	var s *job.Spool
-	r := bufio.NewReaderSize(in, 64<<10)
+	// A chunk of lines, reported in input order once submitted.
+	type item struct {
+		line int
+		req  job.SubmitRequest
+		job  *job.Job
+		err  error
+	}
+	var chunk []item
 	n, failed, done := 0, 0, 0
+	flush := func() error {
+		var reqs []job.SubmitRequest
+		var at []int
+		for i, it := range chunk {
+			if it.err == nil {
+				reqs, at = append(reqs, it.req), append(at, i)
+			}
+		}
+		if len(reqs) > 0 {
+			if s == nil {
+				var err error
+				if s, err = job.Open(c.Root); err != nil {
+					return err
+				}
+			}
+			jobs, errs := s.SubmitMany(reqs)
+			for k, i := range at {
+				chunk[i].job, chunk[i].err = jobs[k], errs[k]
+			}
+		}
+		for _, it := range chunk {
+			if it.err != nil {
+				failed++
+				c.warnf("line %d: %v", it.line, it.err)
+				continue
+			}
+			done++
+			fmt.Fprintln(c.Stdout, it.job.ID)
+		}
+		chunk = chunk[:0]
+		return nil
+	}
+	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := readLine(r, maxBatchLine)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -218,34 +264,25 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 			break
 		}
 		n++
-		if tooLong {
-			failed++
-			c.warnf("line %d: longer than %d bytes", n, maxBatchLine)
-			continue
+		switch {
+		case tooLong:
+			chunk = append(chunk, item{line: n, err: fmt.Errorf("longer than %d bytes", maxBatchLine)})
+		case len(bytes.TrimSpace(line)) == 0:
+		default:
+			req, perr := c.batchRequest(line, o, notBefore)
+			chunk = append(chunk, item{line: n, req: req, err: perr})
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		req, perr := c.batchRequest(line, o, notBefore)
-		if perr == nil && s == nil {
-			if s, perr = job.Open(c.Root); perr != nil {
-				return perr
+		if len(chunk) == submitBatchChunk {
+			if ferr := flush(); ferr != nil {
+				return ferr
 			}
-		}
-		if perr == nil {
-			var j *job.Job
-			if j, perr = s.Submit(req); perr == nil {
-				done++
-				fmt.Fprintln(c.Stdout, j.ID)
-			}
-		}
-		if perr != nil {
-			failed++
-			c.warnf("line %d: %v", n, perr)
 		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	if failed > 0 {
 		return silent("submit --batch: %d of %d jobs refused", failed, failed+done)

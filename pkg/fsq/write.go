@@ -80,6 +80,15 @@ func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
 // ErrExists if path exists. The file is fsynced; the directory is not (the
 // caller fsyncs the directory once after creating all its files).
 func CreateFile(path string, data []byte) error {
+	if err := CreateFileUnsynced(path, data); err != nil {
+		return err
+	}
+	return syncFile(path)
+}
+
+// CreateFileUnsynced creates a new file holding data like CreateFile but
+// fsyncs nothing: a later Barrier.Wait makes it durable.
+func CreateFileUnsynced(path string, data []byte) error {
 	hook(OpCreate, path, "")
 	record(RecBefore, path, "", nil)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
@@ -92,11 +101,6 @@ func CreateFile(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	record(RecWrite, path, "", data)
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	record(RecFsync, path, "", nil)
 	return f.Close()
 }
 

@@ -30,23 +30,93 @@ var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9._-]{0,63}$`)
 // checking that the ID exists in no state. The returned job is acknowledged:
 // it survives any crash from then on.
 func (s *Spool) Submit(req SubmitRequest) (*Job, error) {
+	jobs, errs := s.SubmitMany([]SubmitRequest{req})
+	return jobs[0], errs[0]
+}
+
+// SubmitMany submits several jobs with the cost of one: each is built in
+// tmp/ as Submit does, one barrier (fsq.Barrier) makes all of them
+// durable, each is then renamed into its state's directory under its
+// lock, and a second barrier makes the renames durable before any is
+// acknowledged. jobs[i] and errs[i] are the outcome of reqs[i]; a failed
+// request does not stop the others.
+func (s *Spool) SubmitMany(reqs []SubmitRequest) (jobs []*Job, errs []error) {
+	jobs, errs = make([]*Job, len(reqs)), make([]error, len(reqs))
+	tmps := make([]string, len(reqs))
+	defer func() {
+		for i, tmp := range tmps {
+			if tmp != "" && jobs[i] == nil {
+				_ = os.RemoveAll(tmp)
+			}
+		}
+	}()
+	built := 0
+	for i := range reqs {
+		j, tmp, err := s.build(&reqs[i])
+		tmps[i] = tmp
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		jobs[i] = j
+		built++
+	}
+	if built == 0 {
+		return jobs, errs
+	}
+	// The fsq.CrashPoint calls mark the steps for the crash-simulation
+	// harness (test/crash); they do nothing in release builds.
+	fsq.CrashPoint("submit/sync-tmp:before")
+	if err := s.sync(); err != nil {
+		return failAll(jobs, errs, reqs, err)
+	}
+	for i := range reqs {
+		if jobs[i] == nil {
+			continue
+		}
+		if err := s.place(jobs[i], tmps[i], reqs[i].Actor); err != nil {
+			jobs[i], errs[i] = nil, err
+		}
+	}
+	fsq.CrashPoint("submit/sync:before")
+	if err := s.sync(); err != nil {
+		// The jobs are in place but not known to be durable: report
+		// them as failed; the caller may submit them again (a job that
+		// did survive is then refused as a duplicate).
+		return failAll(jobs, errs, reqs, err)
+	}
+	return jobs, errs
+}
+
+func failAll(jobs []*Job, errs []error, reqs []SubmitRequest, err error) ([]*Job, []error) {
+	for i := range jobs {
+		if jobs[i] != nil {
+			jobs[i], errs[i] = nil, fmt.Errorf("submit %s: %w", reqs[i].ID, err)
+		}
+	}
+	return jobs, errs
+}
+
+// build checks req, fills its defaults and writes the job's files into a
+// new tmp/ directory (not fsynced: SubmitMany's first barrier does that).
+func (s *Spool) build(req *SubmitRequest) (*Job, string, error) {
 	if req.ID == "" {
 		req.ID = NewID()
 	}
 	if err := ValidateID(req.ID); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !kindPattern.MatchString(req.Kind) {
-		return nil, fmt.Errorf("invalid kind %q: must match %s", req.Kind, kindPattern)
+		return nil, "", fmt.Errorf("invalid kind %q: must match %s", req.Kind, kindPattern)
 	}
 	if len(req.Prompt) > MaxPromptSize {
-		return nil, fmt.Errorf("prompt is %d bytes, over the limit of %d", len(req.Prompt), MaxPromptSize)
+		return nil, "", fmt.Errorf("prompt is %d bytes, over the limit of %d", len(req.Prompt), MaxPromptSize)
 	}
 	if !json.Valid(req.Prompt) {
-		return nil, errors.New("prompt is not valid JSON")
+		return nil, "", errors.New("prompt is not valid JSON")
 	}
 	if req.MaxAttempts < 0 {
-		return nil, errors.New("max attempts must not be negative")
+		return nil, "", errors.New("max attempts must not be negative")
 	}
 	if req.Actor == "" {
 		req.Actor = "farroctl"
@@ -63,60 +133,51 @@ func (s *Spool) Submit(req SubmitRequest) (*Job, error) {
 		nb := req.NotBefore.UTC()
 		j.Status, j.NotBefore, j.Reason = Deferred, &nb, "scheduled"
 	}
-
-	// The fsq.CrashPoint calls mark the steps for the crash-simulation
-	// harness (test/crash); they do nothing in release builds.
 	tmp := s.Path(TmpDir, req.ID+"."+randHex(4))
 	fsq.CrashPoint("submit/mkdir-tmp:before")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+		return nil, "", fmt.Errorf("submit %s: %w", req.ID, err)
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = os.RemoveAll(tmp)
-		}
-	}()
 	ev, _ := json.Marshal(Event{Time: now, Actor: req.Actor, To: j.Status, Reason: "submitted"})
 	for _, f := range []struct {
 		name string
 		data []byte
 	}{{PromptFile, req.Prompt}, {JobFile, j.Marshal()}, {EventsFile, append(ev, '\n')}} {
 		fsq.CrashPoint("submit/create:before", f.name)
-		if err := fsq.CreateFile(tmp+"/"+f.name, f.data); err != nil {
-			return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+		if err := fsq.CreateFileUnsynced(tmp+"/"+f.name, f.data); err != nil {
+			return nil, tmp, fmt.Errorf("submit %s: %w", req.ID, err)
 		}
 	}
-	fsq.CrashPoint("submit/sync-tmp:before")
-	if err := fsq.SyncDir(tmp); err != nil {
-		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
-	}
+	return j, tmp, nil
+}
 
-	lock := s.LockPath(req.ID)
+// place renames the built job from tmp into its state's directory while
+// holding its lock, refusing an ID that exists in any state.
+func (s *Spool) place(j *Job, tmp, actor string) error {
+	lock := s.LockPath(j.ID)
 	fsq.CrashPoint("submit/lock:before")
-	if err := fsq.TryLock(lock, NewOwner(req.Actor, "").marshal()); err != nil {
+	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {
 		if errors.Is(err, fsq.ErrLocked) {
-			return nil, fmt.Errorf("submit %s: %w (its lock is held)", req.ID, ErrDuplicate)
+			return fmt.Errorf("submit %s: %w (its lock is held)", j.ID, ErrDuplicate)
 		}
-		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+		return fmt.Errorf("submit %s: %w", j.ID, err)
 	}
 	defer func() {
 		fsq.CrashPoint("submit/unlock:before")
 		_ = fsq.Unlock(lock)
 		fsq.CrashPoint("submit/unlock:after")
 	}()
-	if locs, err := s.Locate(req.ID); err == nil {
-		return nil, fmt.Errorf("submit %s: %w (in %s)", req.ID, ErrDuplicate, locs[0].State)
+	if locs, err := s.Locate(j.ID); err == nil {
+		return fmt.Errorf("submit %s: %w (in %s)", j.ID, ErrDuplicate, locs[0].State)
 	} else if !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+		return fmt.Errorf("submit %s: %w", j.ID, err)
 	}
 	fsq.CrashPoint("submit/rename:before")
-	if err := fsq.Rename(tmp, s.JobDir(j.Status, "", req.ID)); err != nil {
+	if err := fsq.RenameUnsynced(tmp, s.JobDir(j.Status, "", j.ID)); err != nil {
 		if errors.Is(err, fsq.ErrExists) {
-			return nil, fmt.Errorf("submit %s: %w", req.ID, ErrDuplicate)
+			return fmt.Errorf("submit %s: %w", j.ID, ErrDuplicate)
 		}
-		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+		return fmt.Errorf("submit %s: %w", j.ID, err)
 	}
-	committed = true
-	return j, nil
+	return nil
 }

@@ -252,3 +252,39 @@ func TestSubmitConcurrentSameID(t *testing.T) {
 	dirEmpty(t, s.Path(job.TmpDir))
 	mustNotExist(t, s.LockPath("race"))
 }
+
+// SubmitMany: each request stands alone (an invalid one, or a second use
+// of an ID within the batch, is refused without stopping the others), the
+// jobs share two barriers, and tmp/ is left empty.
+func TestSubmitManyMixed(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	before := s.Syncs()
+	reqs := []job.SubmitRequest{
+		{ID: "m1", Kind: "exec", Prompt: []byte(testPrompt)},
+		{ID: "m2", Kind: "BAD KIND", Prompt: []byte(testPrompt)},
+		{ID: "m1", Kind: "exec", Prompt: []byte(testPrompt)},
+		{ID: "m3", Kind: "exec", Prompt: []byte(testPrompt), Held: true},
+		{ID: "../m4", Kind: "exec", Prompt: []byte(testPrompt)},
+	}
+	jobs, errs := s.SubmitMany(reqs)
+	want := []bool{true, false, false, true, false}
+	for i, ok := range want {
+		if (errs[i] == nil) != ok || (jobs[i] != nil) != ok {
+			t.Errorf("request %d: job %v, err %v; want ok=%v", i, jobs[i], errs[i], ok)
+		}
+	}
+	if !errors.Is(errs[2], job.ErrDuplicate) {
+		t.Errorf("second m1: %v, want ErrDuplicate", errs[2])
+	}
+	if got := readJob(t, s.JobDir(job.Queued, "", "m1")); got.Status != job.Queued {
+		t.Errorf("m1 is %s", got.Status)
+	}
+	if got := readJob(t, s.JobDir(job.Held, "", "m3")); got.Status != job.Held {
+		t.Errorf("m3 is %s", got.Status)
+	}
+	if n := s.Syncs() - before; n != 2 {
+		t.Errorf("a batch made %d syncs, want 2", n)
+	}
+	dirEmpty(t, s.Path(job.TmpDir))
+}

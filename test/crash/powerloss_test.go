@@ -132,12 +132,13 @@ func TestPowerLossDetectsMissingFsync(t *testing.T) {
 		want     func(plCounts) bool
 		what     string
 	}{
-		// submit: the rename into incoming/ never reaches the disk; the
-		// job stays in tmp/ and managerd's sweep deletes it.
-		{"submit/queued", []string{"fsync-dir incoming"}, func(c plCounts) bool { return c.Lost > 0 }, "lost"},
-		// submit: the job dir's entries (job.json...) never reach the disk
-		// although the dir is renamed into incoming/.
-		{"submit/queued", []string{"fsync-dir tmp/A."}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},
+		// submit without its second barrier: the rename into incoming/
+		// need not reach the disk; the job stays in tmp/ and managerd's
+		// sweep deletes it.
+		{"submit/queued", []string{"syncfs#2"}, func(c plCounts) bool { return c.Lost > 0 }, "lost"},
+		// submit without its first barrier: the job dir's files (job.json...)
+		// need not reach the disk although the dir is renamed into incoming/.
+		{"submit/queued", []string{"syncfs#1"}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},
 		// commit: the staged job.json is not made durable (first barrier)
 		// before it replaces the old one.
 		{"commit/succeeded", []string{"syncfs#1"}, func(c plCounts) bool { return c.Unreadable > 0 }, "unreadable"},

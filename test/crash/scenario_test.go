@@ -268,7 +268,8 @@ func pointCases() []pointCase {
 	// control requests to running jobs.
 	add("farroctl", "submit/mkdir-tmp:before",
 		"submit@prompt.json/create:before", "submit@job.json/create:before", "submit@events.jsonl/create:before",
-		"submit/sync-tmp:before", "submit/lock:before", "submit/rename:before", "submit/unlock:before", "submit/unlock:after")
+		"submit/sync-tmp:before", "submit/lock:before", "submit/rename:before", "submit/unlock:before", "submit/unlock:after",
+		"submit/sync:before")
 	moves("farroctl", "deferred-held", "held-killed", "held-queued", "deferred-queued")
 	for _, a := range []string{"hold", "cancel"} {
 		add("farroctl", "control@"+a+"/write:before", "control@"+a+"/write:after")
