@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// BenchmarkBurnDown runs b.N no-op jobs, queued beforehand, through one
+// agent with 4 slots: the agent's cost per job (go test -bench BurnDown
+// -cpuprofile ...). Throughput targets live in bench/, not here.
+func BenchmarkBurnDown(b *testing.B) {
+	dir := b.TempDir()
+	if d := os.Getenv("FARRO_BENCH_DIR"); d != "" {
+		dir = d
+	}
+	s, err := job.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([]job.SubmitRequest, b.N)
+	for i := range reqs {
+		reqs[i] = job.SubmitRequest{ID: fmt.Sprintf("b%07d", i), Kind: "noop", Prompt: []byte("{}")}
+	}
+	for i := 0; i < len(reqs); i += 1000 {
+		if _, errs := s.SubmitMany(reqs[i:min(i+1000, len(reqs))]); errs[0] != nil {
+			b.Fatal(errs[0])
+		}
+	}
+	a, err := New(Config{Spool: s, ID: "w1", Concurrency: 4, Handlers: map[string]Handler{"noop": Noop}, Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	for {
+		ents, _ := os.ReadDir(s.StateDir(job.Succeeded))
+		if len(ents) >= b.N {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.StopTimer()
+	cancel()
+	<-done
+	b.ReportMetric(float64(s.Syncs())/float64(b.N), "syncs/job")
+}
