@@ -27,6 +27,7 @@ type Barrier struct {
 	running            bool
 	errs               map[uint64]error // failed syncs, by number
 	syncs              uint64           // syncfs calls made (for tests and metrics)
+	waiting            int              // callers waiting for a sync to finish
 	syncfs             func(fd int) error
 }
 
@@ -51,7 +52,9 @@ func (b *Barrier) Wait() error {
 	mine := b.started + 1 // the first sync to begin after this call
 	for b.completed < mine {
 		if b.running {
+			b.waiting++
 			b.cond.Wait()
+			b.waiting--
 			continue
 		}
 		b.running = true

@@ -60,27 +60,43 @@ func TestBarrierWaitsForASyncStartedAfterIt(t *testing.T) {
 	}
 }
 
-// Waits that arrive together share syncs.
+// Waits that arrive while a sync runs all share the next one.
 func TestBarrierSharesSyncs(t *testing.T) {
 	t.Parallel()
 	b := newTestBarrier(t)
+	release := make(chan struct{})
+	first := true
+	b.syncfs = func(int) error {
+		if first { // hold the first sync until everyone waits
+			first = false
+			<-release
+		}
+		return nil
+	}
 	const n = 32
-	var start, wg sync.WaitGroup
-	start.Add(1)
+	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start.Wait()
 			if err := b.Wait(); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	start.Done()
+	for {
+		b.mu.Lock()
+		w := b.waiting
+		b.mu.Unlock()
+		if w == n-1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
 	wg.Wait()
-	if s := b.Syncs(); s == 0 || s > n/2 {
-		t.Fatalf("%d waits made %d syncs; want 1..%d", n, s, n/2)
+	if s := b.Syncs(); s != 2 {
+		t.Fatalf("%d waits made %d syncs; want 2 (the first, and one shared by the %d that came during it)", n, s, n-1)
 	}
 }
 
