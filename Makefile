@@ -78,9 +78,22 @@ clean:
 #                     vs the filesystem floor, on the root fs and a loop-mounted
 #                     journaled ext4 (about 20 minutes)
 #   make bench-smoke  farro and the floor only, small N, under a minute (CI)
-.PHONY: bench bench-smoke
+#   make bench-crawl  the crawl benchmark (part of make bench): farro's crawl
+#                     frontier vs Colly vs wget --recursive on a 10,000-page
+#                     site served by a private nginx (nginx-light and wget
+#                     installed from Debian's packages if missing; about 10
+#                     minutes, more while farro is slow)
+#   make bench-crawl-smoke  the same on 300 pages, one run: under a minute
+.PHONY: bench bench-smoke bench-crawl bench-crawl-smoke
 bench:
 	cd bench && $(GO) run -mod=mod ./cmd/bench -mode full
+	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode full
+
+bench-crawl:
+	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode full
+
+bench-crawl-smoke:
+	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode smoke
 
 bench-smoke:
 	cd bench && $(GO) run -mod=mod ./cmd/bench -mode smoke

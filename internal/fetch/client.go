@@ -120,7 +120,11 @@ func (c *Clients) Get(allowPrivate bool, resolve map[string]string, connect time
 			if a, ok := res[strings.ToLower(host)+":"+port]; ok {
 				addr = net.JoinHostPort(a, port)
 			}
-			return d.DialContext(ctx, network, addr)
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &sendConn{Conn: c}, nil // closes gate tickets (gate.go)
 		},
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   connect,

@@ -104,12 +104,14 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 	}
 	gate := st.GateFile(p.Domain)
 	interval := time.Duration(p.MinIntervalMS) * time.Millisecond
-	if err := waitGate(ctx, gate, interval); err != nil {
+	tk, err := passGate(ctx, gate, interval)
+	if err != nil {
 		art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeNetworkError, crawl.ErrCodeNetwork, "not sent: "+err.Error()
 		art.FetchedAt = time.Now().UTC()
 		return err
 	}
-	res, err := h.do(ctx, gate, interval, p.URL, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, p.MaxBodyBytes)
+	ctx = conditionalContext(ctx, p, art) // a refresh's validators (conditional.go)
+	res, err := h.do(ctx, tk, p.URL, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, p.MaxBodyBytes)
 	art.FetchedAt, art.DurationMS = res.start.UTC(), res.dur.Milliseconds()
 	if err != nil {
 		code := classify(err)
@@ -123,12 +125,16 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 	}
 	art.Outcome, art.HTTPStatus = crawl.OutcomeFetched, res.status
 	art.Headers, art.ContentType = res.headers, res.headers["Content-Type"]
+	if notModified(p, art) { // 304 to a conditional request (conditional.go)
+		return nil
+	}
 	art.BodyBytes, art.Truncated = int64(len(res.body)), res.truncated
 	if res.truncated {
 		art.ErrorCode, art.Error = crawl.ErrCodeTooLarge, fmt.Sprintf("body truncated at %d bytes", p.MaxBodyBytes)
 	}
 	sum := sha256.Sum256(res.body)
 	art.SHA256 = hex.EncodeToString(sum[:])
+	art.Unchanged = p.PrevSHA256 != "" && art.SHA256 == p.PrevSHA256
 	if err := st.PutBody(art.SHA256, res.body); err != nil {
 		return fmt.Errorf("store body: %w", err)
 	}
@@ -161,8 +167,11 @@ type response struct {
 	truncated bool
 }
 
-// do sends one GET and reads at most maxBytes of the body.
-func (h *Handler) do(ctx context.Context, gate string, interval time.Duration, rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
+// do sends one GET and reads at most maxBytes of the body. tk, the
+// request's passage through its domain's gate (nil: none to keep), is
+// closed when the request is written, or released if it never is.
+func (h *Handler) do(ctx context.Context, tk *gateTicket, rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
+	defer tk.release()
 	res = response{start: time.Now()}
 	connect := time.Duration(connectMS) * time.Millisecond
 	if connect <= 0 {
@@ -176,14 +185,11 @@ func (h *Handler) do(ctx context.Context, gate string, interval time.Duration, r
 	defer cancel()
 	var wrote atomic.Int64
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// The connection closes the gate ticket on its first write of
+		// this request (gate.go: sendConn).
+		GotConn: func(info httptrace.GotConnInfo) { armConn(info.Conn, tk) },
 		WroteRequest: func(httptrace.WroteRequestInfo) {
-			now := time.Now()
-			wrote.CompareAndSwap(0, now.UnixNano())
-			// Space the next request from when this one was written,
-			// later than when the gate let it pass.
-			if gate != "" {
-				pushGate(gate, now.Add(interval))
-			}
+			wrote.CompareAndSwap(0, time.Now().UnixNano())
 		},
 	})
 	// fetched_at is when the request was written, if it was.
@@ -198,6 +204,7 @@ func (h *Handler) do(ctx context.Context, gate string, interval time.Duration, r
 	}
 	req.Header.Set("User-Agent", ua)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	setConditional(ctx, req) // If-None-Match, If-Modified-Since (conditional.go)
 	cl := h.Clients.Get(allowPrivate, resolve, connect)
 	resp, err := cl.Do(req)
 	if err != nil {

@@ -15,11 +15,13 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/testsite"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -293,12 +295,16 @@ func TestGate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := waitGate(context.Background(), path, interval); err != nil {
+			tk, err := passGate(context.Background(), path, interval)
+			if err != nil {
 				t.Error(err)
+				return
 			}
+			now := time.Now()
 			mu.Lock()
-			passes = append(passes, time.Now())
+			passes = append(passes, now)
 			mu.Unlock()
+			tk.sent(now)
 		}()
 	}
 	wg.Wait()
@@ -314,15 +320,125 @@ func TestGate(t *testing.T) {
 	if last.Sub(first) < 4*interval {
 		t.Errorf("5 passes within %s, want at least 4 intervals of %s", last.Sub(first), interval)
 	}
+	// An open ticket holds the gate: a stopped fetcher stops waiting.
+	tk, err := passGate(context.Background(), path, interval)
+	if err != nil || tk == nil {
+		t.Fatalf("pass: %v %v", tk, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*interval)
+	if _, err := passGate(ctx, path, interval); err == nil {
+		t.Error("a second fetcher passed a gate held by an unsent request")
+	}
+	cancel()
+	// Sent 2 intervals late: the next request waits an interval from then.
+	sentAt := time.Now().Add(2 * interval)
+	tk.sent(sentAt)
+	tk.release() // no-op once sent
+	tk2, err := passGate(context.Background(), path, interval)
+	if err != nil || time.Now().Before(sentAt.Add(interval)) {
+		t.Errorf("pass at %s before sent + interval (%s): %v", time.Now().Format(time.StampMicro), sentAt.Add(interval).Format(time.StampMicro), err)
+	}
+	tk2.release()
+	// No interval: no ticket, nothing held.
+	if tk, err := passGate(context.Background(), t.TempDir()+"/g0", 0); tk != nil || err != nil {
+		t.Errorf("interval 0: ticket %v, %v", tk, err)
+	}
 	// A pushed gate (Retry-After) holds fetches back; a far one refuses.
 	pushGate(path, time.Now().Add(100*time.Millisecond))
 	t0 := time.Now()
-	if err := waitGate(context.Background(), path, 0); err != nil || time.Since(t0) < 90*time.Millisecond {
+	if _, err := passGate(context.Background(), path, 0); err != nil || time.Since(t0) < 90*time.Millisecond {
 		t.Errorf("pushed gate: waited %s, %v", time.Since(t0), err)
 	}
 	pushGate(path, time.Now().Add(2*maxGateWait))
-	if err := waitGate(context.Background(), path, 0); err == nil {
+	if _, err := passGate(context.Background(), path, 0); err == nil {
 		t.Error("a gate closed for longer than maxGateWait let a fetch through")
+	}
+}
+
+// TestGateHolderKilled: a fetcher that died holding the gate (its flock
+// gone with it, the "sending" byte left) may have sent at any moment: the
+// next one waits an interval from when it gets the gate.
+func TestGateHolderKilled(t *testing.T) {
+	path := t.TempDir() + "/gate"
+	const interval = 60 * time.Millisecond
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = writeGate(f, time.Now().Add(-time.Hour), gateSending)
+	f.Close()
+	t0 := time.Now()
+	tk, err := passGate(context.Background(), path, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.release()
+	if d := time.Since(t0); d < interval {
+		t.Errorf("passed %s after finding a dead sender's gate, want at least %s", d, interval)
+	}
+}
+
+// TestGateSpacingUnderDelays is the politeness race: fetchers of one
+// domain descheduled between passing the gate and writing their request
+// (afterGateHook sleeps up to 2.5 intervals there) must still reach the
+// server at least an interval apart. Checked from the server's access log
+// (kernel receive timestamps of each request's first bytes).
+func TestGateSpacingUnderDelays(t *testing.T) {
+	site := testsite.Start(testsite.Options{Plain: true})
+	t.Cleanup(site.Close)
+	s, err := job.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := crawl.Open(s, "t")
+	c := crawl.New("t")
+	c.Seeds = []crawl.Seed{{URL: site.URL(testsite.HostA, "/")}}
+	_ = c.Validate()
+	if err := st.Create(c); err != nil {
+		t.Fatal(err)
+	}
+	const interval = 30 * time.Millisecond
+	const workers, perWorker = 8, 6
+	var seq atomic.Int64
+	afterGateHook = func() {
+		// Every other pass is descheduled for 0..75 ms.
+		if n := seq.Add(1); n%2 == 0 {
+			time.Sleep(time.Duration(n*7919%76) * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { afterGateHook = nil })
+	h := NewHandler(s, nil)
+	hostPort := fmt.Sprintf("%s:%d", testsite.HostA, site.Port)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				p := crawl.FetchPrompt{Crawl: "t", URL: site.URL(testsite.HostA, fmt.Sprintf("/n/%d", w*perWorker+i+1)), Domain: testsite.HostA,
+					UserAgent: "farro-test/1.0", TimeoutMS: 5000, ConnectTimeoutMS: 2000, MaxBodyBytes: 1 << 20, AllowPrivate: true,
+					Resolve: map[string]string{hostPort: "127.0.0.1"}, MinIntervalMS: interval.Milliseconds()}
+				b, _ := json.Marshal(p)
+				res := h.Run(context.Background(), agent.Task{Env: job.Envelope{Prompt: b,
+					Lifecycle: &job.Job{ID: fmt.Sprintf("c-t-%024d", w*perWorker+i), Attempts: 1}, Runtime: job.Runtime{Dir: t.TempDir()}}})
+				if res.Err != nil {
+					t.Error(res.Err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	log := site.Log()
+	if len(log) != workers*perWorker {
+		t.Fatalf("%d requests logged, want %d", len(log), workers*perWorker)
+	}
+	// The arrival stamps are the kernel's: 1 ms covers clock granularity.
+	gaps := testsite.CloseGaps(log, func(string) time.Duration { return interval }, time.Millisecond)
+	for _, g := range gaps {
+		t.Errorf("too close: %s", g)
+	}
+	if len(gaps) > 0 {
+		t.Logf("%d of %d consecutive requests closer than %s", len(gaps), len(log)-1, interval)
 	}
 }
 

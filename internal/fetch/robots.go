@@ -71,18 +71,18 @@ func (rh *RobotsHandler) fetch(ctx context.Context, st *crawl.Store, p *crawl.Ro
 			art.Verdict, art.ErrorCode, art.Error = crawl.RobotsAllowAll, crawl.ErrCodeBadURL, "robots.txt redirects to "+target
 			return
 		}
-		gate := ""
+		var tk *gateTicket
 		interval := time.Duration(p.MinIntervalMS) * time.Millisecond
 		if strings.EqualFold(tu.Host, originURL.Host) {
-			gate = st.GateFile(p.Domain)
-			if err := waitGate(ctx, gate, interval); err != nil {
+			tk, err = passGate(ctx, st.GateFile(p.Domain), interval)
+			if err != nil {
 				art.HTTPStatus, art.Verdict = 0, crawl.RobotsDisallowAll
 				art.ErrorCode, art.Error = crawl.ErrCodeNetwork, "not sent: "+err.Error()
 				art.FetchedAt = time.Now().UTC()
 				return
 			}
 		}
-		res, err := h.do(ctx, gate, interval, target, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, maxBytes)
+		res, err := h.do(ctx, tk, target, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, maxBytes)
 		if hop == 0 {
 			art.FetchedAt = res.start.UTC()
 		}
