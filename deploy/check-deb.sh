@@ -70,6 +70,8 @@ expected=$(
 0755 ./usr/bin/watchdogd
 0644 ./etc/farro/farro.env
 0644 ./lib/systemd/system/agentd@.service
+0644 ./lib/systemd/system/farro-pipeline.service
+0644 ./lib/systemd/system/farro-pipeline.timer
 0644 ./lib/systemd/system/farro.target
 0644 ./lib/systemd/system/managerd.service
 0644 ./lib/systemd/system/watchdogd.service

@@ -16,8 +16,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 units_src=$repo/deploy/systemd
-units=(agentd@.service managerd.service watchdogd.service farro.target)
-binaries=(agentd managerd watchdogd)
+units=(agentd@.service managerd.service watchdogd.service farro.target farro-pipeline.service farro-pipeline.timer)
+binaries=(agentd managerd watchdogd farroctl)
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'verify-units: FAIL: %s\n' "$*" >&2; exit 1; }
@@ -90,7 +90,7 @@ else
 fi
 
 say "systemd-analyze security --offline (exposure, information only)"
-for u in managerd.service watchdogd.service agentd@w1.service; do
+for u in managerd.service watchdogd.service agentd@w1.service farro-pipeline.service; do
 	(cd "$tmp/units" && systemd-analyze security --offline=yes --no-pager "$tmp/units/$u" 2>&1) |
 		grep -F 'Overall exposure' | sed 's/^/    /' || true
 done

@@ -15,6 +15,7 @@ import (
 	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/internal/fetch"
 	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -60,6 +61,8 @@ func run(c *cli.Context) error {
 			// The crawl handlers: one URL, one robots.txt (internal/fetch).
 			"crawl.fetch":  fetcher,
 			"crawl.robots": &fetch.RobotsHandler{Handler: fetcher},
+			// The content pipeline's source checks (internal/pipeline).
+			pipeline.KindCheck: pipeline.NewCheckHandler(spool, fetcher),
 		},
 		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
 		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),

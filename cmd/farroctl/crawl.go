@@ -137,13 +137,14 @@ a per-run budget reached pauses the crawl.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "crawl", Usage: "only crawl `NAME`"},
 			&cli.StringSliceFlag{Name: "status", Usage: "only domains in status `S`: pending, active, exhausted, blocked, unreachable"},
+			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by seed 004's priority score, computed now (docs/PIPELINE.md)"},
 			jsonFlag,
 		},
 		Action: func(cc *cli.Context) error {
 			if cc.Args().Present() {
 				return ctl.Usagef("domains takes no arguments (use --crawl)")
 			}
-			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json")})
+			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by")})
 		},
 	}
 	domain := &cli.Command{

@@ -12,7 +12,8 @@
 #
 # The package (see deploy/check-deb.sh for the checks):
 #   /usr/bin/{agentd,managerd,watchdogd,farroctl}
-#   /lib/systemd/system/{agentd@.service,managerd.service,watchdogd.service,farro.target}
+#   /lib/systemd/system/{agentd@.service,managerd.service,watchdogd.service,farro.target,
+#                        farro-pipeline.service,farro-pipeline.timer}
 #   /usr/lib/sysusers.d/farro.conf, /usr/lib/tmpfiles.d/farro.conf
 #   /etc/farro/farro.env (conffile)
 #   /usr/share/man/man1/*.1.gz (generated from the CLI definitions)
@@ -61,7 +62,7 @@ chmod 0755 "$root"/usr/bin/*
 inst() { # inst MODE SRC DST
 	install -D -m "$1" "$2" "$root/$3"
 }
-for u in agentd@.service managerd.service watchdogd.service farro.target; do
+for u in agentd@.service managerd.service watchdogd.service farro.target farro-pipeline.service farro-pipeline.timer; do
 	inst 0644 "$repo/deploy/systemd/$u" "lib/systemd/system/$u"
 done
 inst 0644 "$repo/deploy/sysusers.d/farro.conf" usr/lib/sysusers.d/farro.conf

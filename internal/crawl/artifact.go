@@ -36,6 +36,15 @@ type FetchPrompt struct {
 	// Robots: the robots.txt the frontier checked the URL against; the
 	// fetcher checks again. Nil when the crawl ignores robots.txt.
 	Robots *RobotsRef `json:"robots,omitempty"`
+	// Refresh rounds (docs/PIPELINE.md): Round is the domain's refresh
+	// round (0: discovery). IfNoneMatch and IfModifiedSince are sent as
+	// conditional request headers; a 304, or a body whose SHA-256 is
+	// PrevSHA256, is recorded as unchanged and its body is not stored
+	// again.
+	Round           int    `json:"round,omitempty"`
+	IfNoneMatch     string `json:"if_none_match,omitempty"`
+	IfModifiedSince string `json:"if_modified_since,omitempty"`
+	PrevSHA256      string `json:"prev_sha256,omitempty"`
 }
 
 // RobotsRef names a stored robots.txt.
@@ -109,6 +118,11 @@ type Artifact struct {
 	Links         []string          `json:"links"`
 	Error         string            `json:"error,omitempty"`
 	ErrorCode     string            `json:"error_code,omitempty"`
+	// Round is the domain's refresh round the fetch belongs to; Unchanged
+	// says the server answered 304 to a conditional request or sent the
+	// body it sent last time (SHA256 is then the previous body's).
+	Round     int  `json:"round,omitempty"`
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // RobotsArtifact is the result.json of a crawl.robots job.
@@ -166,6 +180,12 @@ type Outcome struct {
 	SHA256     string     `json:"sha256,omitempty"`
 	Links      int        `json:"links"`
 	Detail     string     `json:"detail,omitempty"` // error, robots rule, reason
+	// Validators of the response (a refresh sends them back) and whether
+	// it was unchanged since the previous round.
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	Unchanged    bool   `json:"unchanged,omitempty"`
+	Round        int    `json:"round,omitempty"`
 }
 
 // ScanOutcomes calls fn for every line of outcomes.jsonl (a torn last

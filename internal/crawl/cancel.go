@@ -55,11 +55,21 @@ func CancelJob(s *job.Spool, id, actor string) (CancelOutcome, error) {
 // Request is an operator request to the frontier of a crawl, a file in
 // crawls/<name>/requests/ that the frontier applies and removes.
 type Request struct {
-	Op          string    `json:"op"` // "reset"
+	Op          string    `json:"op"` // "reset" or "refresh"
 	Domain      string    `json:"domain"`
 	Actor       string    `json:"actor"`
 	RequestedAt time.Time `json:"requested_at"`
+	// Before (refresh): refresh the domain unless its current round
+	// started at or after this time. Applying the same request twice
+	// refreshes once, so a requester that crashed may simply ask again.
+	Before *time.Time `json:"before,omitempty"`
 }
+
+// Request ops.
+const (
+	OpReset   = "reset"
+	OpRefresh = "refresh"
+)
 
 // PutRequest writes an operator request for the frontier.
 func (st *Store) PutRequest(r Request) (string, error) {

@@ -83,6 +83,7 @@ const (
 	ReasonReset             = "reset"           // reset by an operator
 	ReasonCooldownOver      = "cooldown_over"   // retrying after a cooldown
 	ReasonGaveUp            = "gave_up"         // blocked or unreachable too often: no more retries in this crawl
+	ReasonRefresh           = "refresh"         // exhausted domain revisited (refresh round)
 )
 
 // RobotsCache is what a domain knows about the robots.txt of one origin
@@ -175,6 +176,16 @@ type Domain struct {
 	Cooldowns                int `json:"cooldowns"`                   // times blocked or unreachable
 
 	RobotsFetches int `json:"robots_fetches"` // robots.txt jobs released (numbers their IDs)
+
+	// Refresh (seed 004 phase D, docs/PIPELINE.md): Round counts the
+	// refreshes of the domain (0: discovery); its URL jobs' IDs carry it.
+	// PagesNew counts 2xx responses with content not seen in the previous
+	// round (every 2xx of round 0); PagesUnchanged the responses recorded
+	// as unchanged (304, or the same body again).
+	Round          int        `json:"round,omitempty"`
+	RoundStartedAt *time.Time `json:"round_started_at,omitempty"`
+	PagesNew       int64      `json:"pages_new"`
+	PagesUnchanged int64      `json:"pages_unchanged"`
 
 	Run         int   `json:"run"`          // the crawl run RunReleased counts
 	RunReleased int64 `json:"run_released"` // URLs released in that run

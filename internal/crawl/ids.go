@@ -31,6 +31,16 @@ func FetchJobID(name, u string) string {
 	return "c-" + name + "-" + hex.EncodeToString(h[:12])
 }
 
+// RoundJobID is the ID of the job that fetches u in refresh round round
+// of its domain: FetchJobID for round 0, FetchJobID + "." + round after.
+// Crawl names have no '.', so the suffix never makes another crawl's ID.
+func RoundJobID(name, u string, round int) string {
+	if round <= 0 {
+		return FetchJobID(name, u)
+	}
+	return FetchJobID(name, u) + "." + strconv.Itoa(round)
+}
+
 // RobotsJobID is the ID of the gen-th fetch of origin's robots.txt in crawl
 // name: "r-<name>-<first 16 hex digits of sha256(origin)>-<gen>".
 func RobotsJobID(name, origin string, gen int) string {
@@ -43,6 +53,13 @@ func ParseJobID(id string) (kind, name string, ok bool) {
 	switch {
 	case strings.HasPrefix(id, "c-"):
 		rest := id[2:]
+		if i := strings.LastIndexByte(rest, '.'); i >= 0 {
+			// A refresh round's suffix.
+			if n, err := strconv.Atoi(rest[i+1:]); err != nil || n < 1 || rest[i+1] == '0' {
+				return "", "", false
+			}
+			rest = rest[:i]
+		}
 		if len(rest) < 26 || rest[len(rest)-25] != '-' || !isHex(rest[len(rest)-24:]) {
 			return "", "", false
 		}

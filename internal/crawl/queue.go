@@ -21,6 +21,13 @@ type Entry struct {
 	Hops     int       `json:"hops,omitempty"` // redirects followed to reach it
 	From     string    `json:"from,omitempty"` // the page that linked to it ("" for seeds)
 	At       time.Time `json:"at"`             // discovered
+	// A refresh re-queues a known URL with the domain's new round and
+	// the validators of its last response, so that it is fetched with a
+	// conditional request (docs/PIPELINE.md).
+	Round        int    `json:"round,omitempty"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	PrevSHA256   string `json:"prev_sha256,omitempty"`
 }
 
 // AppendEntries appends entries to the segment file at path (created if

@@ -16,10 +16,14 @@ type DomainsOptions struct {
 	Crawl  string // "" : every crawl
 	Status []string
 	JSON   bool
+	By     string // "": by crawl and name; "priority": seed 004's score (priority.go)
 }
 
 // Domains prints seed 004's domain-status table (or JSON Lines).
 func (c *Ctl) Domains(o DomainsOptions) error {
+	if o.By != "" {
+		return c.domainsBy(o)
+	}
 	want := map[crawl.DomainStatus]bool{}
 	for _, s := range o.Status {
 		for _, part := range strings.Split(s, ",") {

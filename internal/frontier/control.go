@@ -51,11 +51,14 @@ func (d *driver) cancelInFlight(now time.Time) {
 // files are removed once the change is persisted.
 func (d *driver) applyRequests(now time.Time) {
 	dir := d.st.Path(crawl.RequestsDir)
+	d.kept = map[string]bool{}
 	names, err := readDirNames(dir)
 	if err != nil || len(names) == 0 {
 		return
 	}
 	sort.Strings(names)
+	var refresh []*dom
+	defer func() { d.startRefresh(refresh, now) }()
 	for _, n := range names {
 		p := filepath.Join(dir, n)
 		b, err := fsq.ReadFileNoFollow(p)
@@ -69,7 +72,17 @@ func (d *driver) applyRequests(now time.Time) {
 			continue
 		}
 		switch r.Op {
-		case "reset":
+		case crawl.OpRefresh:
+			// refresh.go: kept (not removed) while the domain still has
+			// work; applied once it is exhausted.
+			dm, keep := d.refreshRequest(&r, p, refresh)
+			if keep {
+				continue
+			}
+			if dm != nil {
+				refresh = append(refresh, dm)
+			}
+		case crawl.OpReset:
 			dm := d.domains[r.Domain]
 			if dm == nil {
 				d.log.Warn().Str("domain", r.Domain).Msg("reset of an unknown domain ignored")

@@ -61,10 +61,12 @@ type driver struct {
 	inflight map[string]string        // job id -> domain
 	finished map[string]job.State     // terminal jobs to ingest ("" : not found)
 	appends  map[segKey][]crawl.Entry // discovered, not yet appended
+	pending  []pendingRelease         // released this pass, not yet submitted
 	outcomes []crawl.Outcome          // not yet appended to outcomes.jsonl
 	dirty    map[string]bool          // domains to write
 	asked    map[string]time.Time     // cancel requests made, by job id
 	requests []string                 // request files applied, to remove after persisting
+	kept     map[string]bool          // request files read and left for later (refresh.go)
 	rr       uint64
 	lastScan time.Time
 	closed   bool
@@ -187,6 +189,12 @@ func (d *driver) load() error {
 				for _, e := range es {
 					if e.URL != "" {
 						d.seen.Add(crawl.URLKey(e.URL))
+					}
+					if e.Round > dm.d.Round {
+						// A refresh appended its entries and died before
+						// the domain's new round was written: adopt it
+						// (control.go, startRefresh).
+						d.adoptRound(dm, e.Round, e.At)
 					}
 				}
 				seg.Size, seg.Count = size, seg.Count+lines
@@ -380,7 +388,7 @@ func (d *driver) lifecycle(now time.Time) bool {
 	} else if n := d.pendingTotal(); n > 0 {
 		reason = fmt.Sprintf("nothing left to fetch; %d URLs wait in domains given up or over their budget", n)
 	}
-	if d.setState(crawl.Running, crawl.Done, reason) {
+	if d.setDone(reason) {
 		d.log.Info().Int64("released", d.totalReleased()).Str("reason", reason).Msg("crawl done")
 		return false
 	}

@@ -123,6 +123,7 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID}
 	if haveArt {
 		out.Depth, out.HTTPStatus, out.SHA256, out.Links = art.Depth, art.HTTPStatus, art.SHA256, len(art.Links)
+		out.ETag, out.LastModified, out.Unchanged, out.Round = art.Headers["ETag"], art.Headers["Last-Modified"], art.Unchanged, art.Round
 		if !art.FetchedAt.IsZero() {
 			t := art.FetchedAt
 			out.FetchedAt = &t
@@ -167,6 +168,12 @@ func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
 	fa := art.FetchedAt
 	dd.LastCrawledAt = &fa
 	dd.StatusCounts[statusKey(art.HTTPStatus)]++
+	switch {
+	case art.Unchanged:
+		dd.PagesUnchanged++
+	case art.HTTPStatus >= 200 && art.HTTPStatus < 300:
+		dd.PagesNew++
+	}
 	d.spaceAfter(dm, art.FetchedAt, now)
 	s := art.HTTPStatus
 	switch {

@@ -43,6 +43,9 @@ func (d *driver) releasePass(ctx context.Context, now time.Time) {
 		return
 	}
 	defer l.Unlock()
+	// The pass stages its jobs and submits them together at its end, still
+	// under crawl.lock (one SubmitMany: two barriers for the whole batch).
+	defer d.flushReleases()
 	cfg, stamp, err := d.loadConfig()
 	if err != nil {
 		d.log.Error().Err(err).Msg("crawl.json")
@@ -232,7 +235,7 @@ func (d *driver) releaseOne(dm *dom, now time.Time) bool {
 			if !allowed {
 				d.consume(dm, seg, end)
 				dd.RobotsDenied++
-				d.outcomes = append(d.outcomes, crawl.Outcome{Time: now, URL: e.URL, Domain: dd.Domain, JobID: crawl.FetchJobID(d.st.Name, e.URL),
+				d.outcomes = append(d.outcomes, crawl.Outcome{Time: now, URL: e.URL, Domain: dd.Domain, JobID: crawl.RoundJobID(d.st.Name, e.URL, dd.Round), Round: dd.Round,
 					Depth: e.Depth, Outcome: crawl.OutcomeRobotsDenied, Detail: crawl.DescribeRule(rule, rc.Verdict) + " in " + origin + "/robots.txt"})
 				continue
 			}
@@ -264,18 +267,19 @@ func (d *driver) robotsInFlight(dd *crawl.Domain, origin string) bool {
 // releaseFetch submits the crawl.fetch job of entry e.
 func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end int64, ref *crawl.RobotsRef, now time.Time) bool {
 	dd := dm.d
-	id := crawl.FetchJobID(d.st.Name, e.URL)
+	// A refresh round's jobs have their own IDs (the URL was released
+	// in an earlier round); the entry's validators make it conditional.
+	id := crawl.RoundJobID(d.st.Name, e.URL, dd.Round)
 	interval := d.interval(dd)
 	p := crawl.FetchPrompt{
 		Crawl: d.st.Name, URL: e.URL, Domain: dd.Domain, Depth: e.Depth, Hops: e.Hops, DiscoveredFrom: e.From,
 		UserAgent: d.cfg.UserAgent, TimeoutMS: d.cfg.Timeout.D().Milliseconds(), ConnectTimeoutMS: d.cfg.ConnectTimeout.D().Milliseconds(),
 		MaxBodyBytes: d.cfg.MaxBodyBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate,
 		MinIntervalMS: interval.Milliseconds(), Robots: ref,
+		Round: dd.Round, IfNoneMatch: e.ETag, IfModifiedSince: e.LastModified, PrevSHA256: e.PrevSHA256,
 	}
 	b, _ := json.Marshal(&p)
-	if !d.submit(id, crawl.KindFetch, e.Priority, b) {
-		return false
-	}
+	d.stage(pendingRelease{req: d.request(id, crawl.KindFetch, e.Priority, b), dm: dm, entry: &e})
 	d.consume(dm, seg, end)
 	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, ReleasedAt: now})
 	d.inflight[id] = dd.Domain
@@ -303,9 +307,7 @@ func (d *driver) releaseRobots(dm *dom, origin string, now time.Time) bool {
 	}
 	b, _ := json.Marshal(&p)
 	// Robots first: it is what the domain waits for.
-	if !d.submit(id, crawl.KindRobots, 1, b) {
-		return false
-	}
+	d.stage(pendingRelease{req: d.request(id, crawl.KindRobots, 1, b), dm: dm})
 	dd.RobotsFetches++
 	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindRobots, URL: origin + "/robots.txt", Origin: origin, ReleasedAt: now})
 	d.inflight[id] = dd.Domain
@@ -313,19 +315,61 @@ func (d *driver) releaseRobots(dm *dom, origin string, now time.Time) bool {
 	return true
 }
 
-// submit creates the job. A job of that ID that exists already was
-// released before a crash: that counts as released (and, if it finished
-// meanwhile, it is ingested by the next step).
-func (d *driver) submit(id, kind string, prio int, prompt []byte) bool {
-	_, err := d.spool.Submit(job.SubmitRequest{ID: id, Kind: kind, Priority: prio, MaxAttempts: d.cfg.MaxAttempts, Prompt: prompt, Actor: Actor})
+// pendingRelease is a job a release pass has counted as released but not
+// yet submitted.
+type pendingRelease struct {
+	req   job.SubmitRequest
+	dm    *dom
+	entry *crawl.Entry // crawl.fetch: the queue entry, put back if the submit fails
+}
+
+func (d *driver) request(id, kind string, prio int, prompt []byte) job.SubmitRequest {
+	return job.SubmitRequest{ID: id, Kind: kind, Priority: prio, MaxAttempts: d.cfg.MaxAttempts, Prompt: prompt, Actor: Actor}
+}
+
+// stage records a release; flushReleases submits it.
+func (d *driver) stage(p pendingRelease) { d.pending = append(d.pending, p) }
+
+// flushReleases submits the staged jobs in one batch. A job of that ID
+// that exists already was released before a crash: that counts as
+// released (and, if it finished meanwhile, it is ingested by the next
+// step). A release whose submit failed is undone: its flight is dropped,
+// its counts are taken back and a page's URL goes back to its queue (a
+// robots.txt is asked for again by the next release of its domain).
+func (d *driver) flushReleases() {
+	if len(d.pending) == 0 {
+		return
+	}
+	reqs := make([]job.SubmitRequest, len(d.pending))
+	for i, p := range d.pending {
+		reqs[i] = p.req
+	}
+	_, errs := d.spool.SubmitMany(reqs)
+	undone := false
+	for i, p := range d.pending {
+		if !d.submitted(p.req.ID, errs[i]) {
+			d.unrelease(p)
+			undone = true
+		}
+	}
+	d.pending = d.pending[:0]
+	if undone {
+		// Back in their queues now, or the crawl could look finished.
+		if err := d.flushAppends(); err != nil {
+			d.log.Error().Err(err).Msg("cannot put refused releases back in their queues; retrying")
+		}
+	}
+}
+
+// submitted interprets one submit's outcome.
+func (d *driver) submitted(id string, err error) bool {
 	if err == nil {
 		return true
 	}
 	if !errors.Is(err, job.ErrDuplicate) {
-		if errors.Is(err, fsq.ErrLocked) {
-			return false
+		if !errors.Is(err, fsq.ErrLocked) {
+			d.log.Error().Err(err).Str("job_id", id).Msg("cannot release")
 		}
-		d.log.Error().Err(err).Str("job_id", id).Msg("cannot release")
 		return false
 	}
 	locs, lerr := d.spool.Locate(id)
@@ -343,6 +387,35 @@ func (d *driver) submit(id, kind string, prio int, prompt []byte) bool {
 		}
 	}
 	return true
+}
+
+// unrelease takes back a staged release whose submit failed.
+func (d *driver) unrelease(p pendingRelease) {
+	dd := p.dm.d
+	for i := range dd.InFlight {
+		if dd.InFlight[i].ID == p.req.ID {
+			dd.InFlight = append(dd.InFlight[:i], dd.InFlight[i+1:]...)
+			break
+		}
+	}
+	delete(d.inflight, p.req.ID)
+	if p.entry == nil {
+		dd.RobotsFetches--
+	} else {
+		dd.PagesReleased--
+		dd.RunReleased--
+		d.released--
+		d.runReleased--
+		seg := dd.Segment(p.entry.Depth, p.entry.Priority)
+		key := segKey{dd.Domain, seg.File}
+		d.appends[key] = append(d.appends[key], *p.entry)
+	}
+	// Try the domain again in a second, not at the next pass: a lock
+	// that stays held would otherwise re-append the URL every pass.
+	retry := time.Now().Add(time.Second)
+	dd.NextReleaseAt = &retry
+	d.dirty[dd.Domain] = true
+	d.refreshWork(p.dm)
 }
 
 func (d *driver) afterRelease(dm *dom, interval time.Duration, now time.Time) {

@@ -1,0 +1,99 @@
+package crawl
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Priority is a domain's scheduling score, seed 004 section 6.2, computed
+// when it is asked for (never stored, so it is never stale):
+//
+//	score = yield_rate*1000 + min(remaining, 500)*2 - error_rate*500 + staleness_days*5
+//
+// yield_rate is PagesNew / PagesCrawled (farro stores pages, not images:
+// the share of responses that brought content not seen before), error_rate
+// TotalErrorCount / PagesCrawled (both 0 before the first response),
+// remaining the URLs queued and not released, staleness the days since the
+// last response (since 2000-01-01 for a domain never crawled, as the
+// seed's COALESCE). Blocked and unreachable domains get no score (Scored
+// false): the seed leaves them out of the computation.
+type Priority struct {
+	Score         int     `json:"score"`
+	Scored        bool    `json:"scored"`
+	YieldRate     float64 `json:"yield_rate"`
+	ErrorRate     float64 `json:"error_rate"`
+	Remaining     int64   `json:"remaining"`
+	StalenessDays float64 `json:"staleness_days"`
+}
+
+// neverCrawled is the seed's COALESCE(last_crawled_at, '2000-01-01').
+var neverCrawled = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// PriorityOf computes d's priority at now.
+func PriorityOf(d *Domain, now time.Time) Priority {
+	p := Priority{Remaining: d.Pending()}
+	if d.PagesCrawled > 0 {
+		p.YieldRate = float64(d.PagesNew) / float64(d.PagesCrawled)
+		p.ErrorRate = float64(d.TotalErrorCount) / float64(d.PagesCrawled)
+	}
+	last := neverCrawled
+	if d.LastCrawledAt != nil {
+		last = *d.LastCrawledAt
+	}
+	p.StalenessDays = max(now.Sub(last).Hours()/24, 0)
+	if d.Status == DomainBlocked || d.Status == DomainUnreachable {
+		return p
+	}
+	p.Scored = true
+	p.Score = int(math.Round(p.YieldRate*1000)) + int(min(p.Remaining, 500))*2 -
+		int(math.Round(p.ErrorRate*500)) + int(p.StalenessDays*5)
+	return p
+}
+
+// RefreshDue reports whether d is a refresh candidate at now (seed 004
+// section 6.1): exhausted, and its last response (or, if it never had
+// one, its last round's start) at least interval ago. interval <= 0 means
+// never.
+func RefreshDue(d *Domain, interval time.Duration, now time.Time) bool {
+	if interval <= 0 || d.Status != DomainExhausted || d.Pending() > 0 || len(d.InFlight) > 0 {
+		return false
+	}
+	return !now.Before(LastActivity(d).Add(interval))
+}
+
+// LastActivity is when the domain was last crawled: its last response,
+// else the start of its round, else when it was first seen.
+func LastActivity(d *Domain) time.Time {
+	switch {
+	case d.LastCrawledAt != nil:
+		return *d.LastCrawledAt
+	case d.RoundStartedAt != nil:
+		return *d.RoundStartedAt
+	}
+	return d.FirstSeenAt
+}
+
+// SortRefreshCandidates orders refresh candidates as seed 004 section 6.1
+// does: highest yield rate first (domains never crawled last), then the
+// stalest first, then by name.
+func SortRefreshCandidates(ds []*Domain) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i], ds[j]
+		ya, yb := -1.0, -1.0
+		if a.PagesCrawled > 0 {
+			ya = float64(a.PagesNew) / float64(a.PagesCrawled)
+		}
+		if b.PagesCrawled > 0 {
+			yb = float64(b.PagesNew) / float64(b.PagesCrawled)
+		}
+		if ya != yb {
+			return ya > yb
+		}
+		la, lb := LastActivity(a), LastActivity(b)
+		if !la.Equal(lb) {
+			return la.Before(lb)
+		}
+		return a.Domain < b.Domain
+	})
+}

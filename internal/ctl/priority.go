@@ -1,0 +1,104 @@
+package ctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/farro-dev/farro/internal/crawl"
+)
+
+// DomainPriority is one row of farroctl domains --by priority: the
+// domain and its seed 004 section 6.2 score, computed now.
+type DomainPriority struct {
+	Crawl  string             `json:"crawl"`
+	Domain string             `json:"domain"`
+	Status crawl.DomainStatus `json:"status"`
+	Round  int                `json:"round"`
+	crawl.Priority
+}
+
+// domainsBy prints the domains ordered by priority score, highest first
+// (blocked and unreachable domains, which have no score, last).
+func (c *Ctl) domainsBy(o DomainsOptions) error {
+	if o.By != "priority" {
+		return Usagef("domains --by %q: only \"priority\" is known", o.By)
+	}
+	want := map[crawl.DomainStatus]bool{}
+	for _, s := range o.Status {
+		for _, part := range strings.Split(s, ",") {
+			st := crawl.DomainStatus(strings.TrimSpace(part))
+			if !st.Valid() {
+				return Usagef("unknown domain status %q (one of pending, active, exhausted, blocked, unreachable)", part)
+			}
+			want[st] = true
+		}
+	}
+	s, err := c.existing()
+	if err != nil {
+		return err
+	}
+	names := []string{o.Crawl}
+	if o.Crawl == "" {
+		if names, err = crawl.List(s); err != nil {
+			return err
+		}
+	} else if err := crawl.ValidateName(o.Crawl); err != nil {
+		return UsageError(err)
+	}
+	now := c.now()
+	var rows []DomainPriority
+	for _, n := range names {
+		st, err := crawl.Open(s, n)
+		if err != nil {
+			return UsageError(err)
+		}
+		if !st.Exists() {
+			return fmt.Errorf("crawl %s: %w", n, crawl.ErrNoCrawl)
+		}
+		doms, err := st.Domains()
+		if err != nil {
+			return err
+		}
+		for _, d := range doms {
+			if len(want) > 0 && !want[d.Status] {
+				continue
+			}
+			rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round, Priority: crawl.PriorityOf(d, now)})
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Scored != b.Scored {
+			return a.Scored
+		}
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		if a.Crawl != b.Crawl {
+			return a.Crawl < b.Crawl
+		}
+		return a.Domain < b.Domain
+	})
+	if o.JSON {
+		enc := json.NewEncoder(c.Stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tSCORE\tYIELD\tREMAINING\tERROR RATE\tSTALE DAYS\tROUND")
+	for _, r := range rows {
+		score := "-"
+		if r.Scored {
+			score = fmt.Sprint(r.Score)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%.1f\t%d\n", r.Crawl, r.Domain, r.Status, score, r.YieldRate, r.Remaining, r.ErrorRate, r.StalenessDays, r.Round)
+	}
+	return tw.Flush()
+}
