@@ -782,7 +782,7 @@ func goals(cfg config, r *report.Report, cols []column) {
 }
 
 func notes(cfg config, r *report.Report) {
-	r.Note("Durability: every farro, River and asynq figure is for the configuration that survives a power cut: farro's defaults (every rename and job.json rewrite fsynced), PostgreSQL fsync=on synchronous_commit=on, Redis appendonly yes + appendfsync always. The floor's 'no fsync' and 'group commit' rows are reference points, not configurations farro may ship.")
+	r.Note("Durability: every farro, River and asynq figure is for the configuration that survives a power cut: farro's defaults (submit, claim and commit group-committed: a shared syncfs barrier before each job.json replace and before each move is acknowledged; moves under lock fsync every step), PostgreSQL fsync=on synchronous_commit=on, Redis appendonly yes + appendfsync always. The floor's 'no fsync' and 'group commit' rows are reference points, not configurations farro may ship.")
 	r.Note("Burn-down: all N jobs are queued before the clock starts (farro: written by the benchmark's fixture with the files Spool.Submit writes, then syncfs; River: InsertMany; asynq: Enqueue). The clock runs from starting the workers (farro: exec of agentd, managerd and watchdogd already running and ready) until every job is durably completed: farro counts completed/succeeded/ by listing it every 10 ms, River polls SELECT count(*) ... state='completed', asynq polls its processed counter (incremented when a task is acked in Redis).")
 	if cfg.peers {
 		r.Note("River default is measured on fewer jobs (N=%d): its rate is bounded by FetchCooldown (100 ms per fetch of up to MaxWorkers jobs), not by N.", cfg.riverDefN)
