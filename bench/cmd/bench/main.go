@@ -17,14 +17,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/farro-dev/farro/bench/internal/cli"
 	"github.com/farro-dev/farro/bench/internal/farrob"
 	"github.com/farro-dev/farro/bench/internal/floor"
 	"github.com/farro-dev/farro/bench/internal/peers"
@@ -159,49 +157,15 @@ func parseFlags() config {
 	return c
 }
 
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
-	os.Exit(2)
-}
-
-var t0 = time.Now()
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
-}
-
-// cleanups run at the end, or on SIGINT/SIGTERM, last first, once: a
-// second caller waits for the first to finish.
 var (
-	cleanups    []func()
-	cleanupOnce sync.Once
+	fatalf = cli.Fatalf
+	logf   = cli.Logf
 )
 
-func cleanup() {
-	cleanupOnce.Do(func() {
-		sys.StopAll()
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	})
-}
-
 func main() {
+	cli.SetName("bench")
 	cfg := parseFlags()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		logf("%s: stopping everything", s)
-		cleanup()
-		os.Exit(130)
-	}()
-	err := run(cfg)
-	cleanup()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	cli.Main(func() error { return run(cfg) })
 }
 
 // column is one filesystem the figures are measured on.
@@ -229,7 +193,7 @@ func run(cfg config) error {
 	if err := os.Chmod(work, 0o755); err != nil { // PostgreSQL runs as another user
 		return err
 	}
-	cleanups = append(cleanups, func() {
+	cli.AddCleanup(func() {
 		if cfg.keep {
 			logf("kept %s", work)
 			return
@@ -261,7 +225,7 @@ func run(cfg config) error {
 			r.Note("journaled ext4 not measured: %v", err)
 			logf("no journaled ext4: %v", err)
 		} else {
-			cleanups = append(cleanups, func() {
+			cli.AddCleanup(func() {
 				if err := l.Unmount(); err != nil {
 					logf("unmount %s: %v", mnt, err)
 				}
@@ -310,7 +274,7 @@ func run(cfg config) error {
 	notes(cfg, r)
 	r.Header = append(r.Header, fmt.Sprintf("load:    1-minute load average %s at start, %s at the end (anything else running skews the figures)", loadStart, sys.LoadAvg()))
 
-	logf("done in %s", time.Since(t0).Round(time.Second))
+	logf("done in %s", cli.Elapsed().Round(time.Second))
 	var w io.Writer = os.Stdout
 	if cfg.out != "" {
 		f, err := os.Create(cfg.out)

@@ -18,15 +18,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/farro-dev/farro/bench/internal/cli"
 	"github.com/farro-dev/farro/bench/internal/crawlb"
 	"github.com/farro-dev/farro/bench/internal/farrob"
 	"github.com/farro-dev/farro/bench/internal/stats"
@@ -91,47 +90,15 @@ func parseFlags() config {
 	return c
 }
 
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "crawlbench: "+format+"\n", args...)
-	os.Exit(2)
-}
-
-var t0 = time.Now()
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
-}
-
 var (
-	cleanups    []func()
-	cleanupOnce sync.Once
+	fatalf = cli.Fatalf
+	logf   = cli.Logf
 )
 
-func cleanup() {
-	cleanupOnce.Do(func() {
-		sys.StopAll()
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	})
-}
-
 func main() {
+	cli.SetName("crawlbench")
 	cfg := parseFlags()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		logf("%s: stopping everything", s)
-		cleanup()
-		os.Exit(130)
-	}()
-	err := run(cfg)
-	cleanup()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crawlbench:", err)
-		os.Exit(1)
-	}
+	cli.Main(func() error { return run(cfg) })
 }
 
 // tool is one crawler of the comparison.
@@ -158,7 +125,7 @@ func run(cfg config) error {
 	if err := os.Chmod(work, 0o755); err != nil { // nginx's workers run as nobody
 		return err
 	}
-	cleanups = append(cleanups, func() {
+	cli.AddCleanup(func() {
 		if cfg.keep {
 			logf("kept %s", work)
 			return
@@ -191,7 +158,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	cleanups = append(cleanups, ng.Stop)
+	cli.AddCleanup(ng.Stop)
 	logf("nginx on 127.0.0.1:%d", ng.Port)
 
 	loads := sampleLoad()
