@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/pkg/job"
 )
 
 // DomainsOptions are the flags of farroctl domains.
@@ -19,32 +20,42 @@ type DomainsOptions struct {
 	By     string // "": by crawl and name; "priority": seed 004's score (priority.go)
 }
 
-// Domains prints seed 004's domain-status table (or JSON Lines).
-func (c *Ctl) Domains(o DomainsOptions) error {
-	if o.By != "" {
-		return c.domainsBy(o)
-	}
+// domainsScope parses --status and --crawl: the statuses wanted (empty:
+// all), the spool and the crawls to look at.
+func (c *Ctl) domainsScope(o DomainsOptions) (map[crawl.DomainStatus]bool, *job.Spool, []string, error) {
 	want := map[crawl.DomainStatus]bool{}
 	for _, s := range o.Status {
 		for _, part := range strings.Split(s, ",") {
 			st := crawl.DomainStatus(strings.TrimSpace(part))
 			if !st.Valid() {
-				return Usagef("unknown domain status %q (one of pending, active, exhausted, blocked, unreachable)", part)
+				return nil, nil, nil, Usagef("unknown domain status %q (one of pending, active, exhausted, blocked, unreachable)", part)
 			}
 			want[st] = true
 		}
 	}
 	s, err := c.existing()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	names := []string{o.Crawl}
 	if o.Crawl == "" {
 		if names, err = crawl.List(s); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	} else if err := crawl.ValidateName(o.Crawl); err != nil {
-		return UsageError(err)
+		return nil, nil, nil, UsageError(err)
+	}
+	return want, s, names, nil
+}
+
+// Domains prints seed 004's domain-status table (or JSON Lines).
+func (c *Ctl) Domains(o DomainsOptions) error {
+	if o.By != "" {
+		return c.domainsBy(o)
+	}
+	want, s, names, err := c.domainsScope(o)
+	if err != nil {
+		return err
 	}
 	var rows []*DomainSummary
 	for _, n := range names {

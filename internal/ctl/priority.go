@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/farro-dev/farro/internal/crawl"
@@ -26,27 +25,9 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 	if o.By != "priority" {
 		return Usagef("domains --by %q: only \"priority\" is known", o.By)
 	}
-	want := map[crawl.DomainStatus]bool{}
-	for _, s := range o.Status {
-		for _, part := range strings.Split(s, ",") {
-			st := crawl.DomainStatus(strings.TrimSpace(part))
-			if !st.Valid() {
-				return Usagef("unknown domain status %q (one of pending, active, exhausted, blocked, unreachable)", part)
-			}
-			want[st] = true
-		}
-	}
-	s, err := c.existing()
+	want, s, names, err := c.domainsScope(o)
 	if err != nil {
 		return err
-	}
-	names := []string{o.Crawl}
-	if o.Crawl == "" {
-		if names, err = crawl.List(s); err != nil {
-			return err
-		}
-	} else if err := crawl.ValidateName(o.Crawl); err != nil {
-		return UsageError(err)
 	}
 	now := c.now()
 	var rows []DomainPriority
