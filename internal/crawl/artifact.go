@@ -166,6 +166,16 @@ func WriteResult(dir string, v any) error {
 	return fsq.WriteFile(filepath.Join(dir, job.ResultFile), append(b, '\n'))
 }
 
+// StageResult stages dir/result.json (fsq.Stage): the caller makes it
+// durable with a barrier (job.Spool.Sync), then puts it in place.
+func StageResult(dir string, v any) (*fsq.Staged, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return fsq.Stage(filepath.Join(dir, job.ResultFile), append(b, '\n'))
+}
+
 // Outcome is one line of outcomes.jsonl: a URL finished (or dropped at
 // release), as the frontier recorded it.
 type Outcome struct {
@@ -225,6 +235,20 @@ func (st *Store) BodyPath(sha string) string {
 		return st.Path(BodiesDir, "_", sha)
 	}
 	return st.Path(BodiesDir, sha[:2], sha)
+}
+
+// StageBody stages body at its content address (fsq.Stage), or returns
+// nil when a copy is there already. The caller makes it durable with a
+// barrier (job.Spool.Sync) before it puts it in place.
+func (st *Store) StageBody(sha string, body []byte) (*fsq.Staged, error) {
+	p := st.BodyPath(sha)
+	if _, err := os.Lstat(p); err == nil {
+		return nil, nil
+	}
+	if err := fsq.MkdirDurable(filepath.Dir(p)); err != nil {
+		return nil, err
+	}
+	return fsq.Stage(p, body)
 }
 
 // PutBody stores body content-addressed (durably; an existing copy is

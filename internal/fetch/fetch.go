@@ -32,6 +32,7 @@ import (
 	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/urlnorm"
+	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -70,17 +71,46 @@ func (h *Handler) Run(ctx context.Context, t agent.Task) agent.Result {
 		Kind: crawl.KindFetch, Crawl: p.Crawl, JobID: t.Env.Lifecycle.ID, NormalizedURL: p.URL, FinalURL: p.URL,
 		Domain: p.Domain, Depth: p.Depth, Hops: p.Hops, Attempt: t.Env.Lifecycle.Attempts, Links: []string{},
 	}
-	err = h.fetch(ctx, st, &p, art)
+	var body *fsq.Staged
+	err = h.fetch(ctx, st, &p, art, &body)
 	count(art) // farro_crawl_* metrics (metrics.go)
-	if werr := crawl.WriteResult(t.Env.Runtime.Dir, art); werr != nil {
-		return agent.Result{Err: fmt.Errorf("write result: %w", werr)}
+	if werr := h.store(t.Env.Runtime.Dir, art, body); werr != nil {
+		return agent.Result{Err: werr}
 	}
 	return agent.Result{Err: err}
 }
 
+// store puts the body (if any) and result.json in place with one shared
+// barrier (job.Spool.Sync) instead of an fsync of each file and
+// directory: both are staged, the barrier makes them durable, then each
+// is renamed into place. The agent's commit makes the renames durable
+// before the job is seen to have succeeded.
+func (h *Handler) store(dir string, art *crawl.Artifact, body *fsq.Staged) error {
+	if body != nil {
+		defer body.Discard()
+	}
+	res, err := crawl.StageResult(dir, art)
+	if err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	defer res.Discard()
+	if err := h.Spool.Sync(); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	if body != nil {
+		if err := body.Replace(); err != nil {
+			return fmt.Errorf("store body: %w", err)
+		}
+	}
+	if err := res.Replace(); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
 // fetch fills art; it returns an error only for what must be retried (a
 // network failure, or the job being stopped).
-func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchPrompt, art *crawl.Artifact) error {
+func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchPrompt, art *crawl.Artifact, body **fsq.Staged) error {
 	u, err := url.Parse(p.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeRefused, crawl.ErrCodeBadURL, fmt.Sprintf("not a fetchable URL: %q", p.URL)
@@ -135,9 +165,11 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 	sum := sha256.Sum256(res.body)
 	art.SHA256 = hex.EncodeToString(sum[:])
 	art.Unchanged = p.PrevSHA256 != "" && art.SHA256 == p.PrevSHA256
-	if err := st.PutBody(art.SHA256, res.body); err != nil {
+	staged, err := st.StageBody(art.SHA256, res.body)
+	if err != nil {
 		return fmt.Errorf("store body: %w", err)
 	}
+	*body = staged // put in place by store, after its barrier
 	if res.status >= 300 && res.status < 400 {
 		if loc := res.headers["Location"]; loc != "" {
 			if r, err := urlnorm.Resolve(p.URL, loc, urlnorm.Options{}); err == nil {

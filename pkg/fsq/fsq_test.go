@@ -507,3 +507,30 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("removed observer still called: %v", got[n:])
 	}
 }
+
+// Unlock of a symlink planted in a lock's place removes the link and
+// never touches what it points to.
+func TestUnlockSymlinkLeavesTarget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(target, fsq.OwnerFile), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, "x.lock")
+	if err := os.Symlink(target, lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsq.Unlock(lock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(lock); !os.IsNotExist(err) {
+		t.Fatalf("symlink still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(target, fsq.OwnerFile)); err != nil || string(b) != "keep" {
+		t.Fatalf("target's file touched: %q, %v", b, err)
+	}
+}

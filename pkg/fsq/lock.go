@@ -60,6 +60,24 @@ func ReadOwner(path string) ([]byte, error) {
 func Unlock(path string) error {
 	hook(OpRemove, path, "")
 	record(RecBefore, path, "", nil)
+	// The common lock is a real directory holding only its owner file:
+	// lstat, unlink, rmdir. Anything else (a symlink planted in its place,
+	// whose target must not be touched; a handler record or a recovery
+	// guard inside) takes RemoveAll.
+	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+		return unlockAll(path)
+	}
+	if err := os.Remove(filepath.Join(path, OwnerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return unlockAll(path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return unlockAll(path)
+	}
+	record(RecRemove, path, "", nil)
+	return nil
+}
+
+func unlockAll(path string) error {
 	if err := os.RemoveAll(path); err != nil {
 		return fmt.Errorf("unlock %s: %w", path, err)
 	}

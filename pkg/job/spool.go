@@ -37,6 +37,12 @@ func (s *Spool) openBarrier() error {
 	return s.barrierErr
 }
 
+// Sync makes everything written to the spool's file system so far
+// durable, sharing one syncfs with the concurrent transactions of this
+// Spool (group commit). Handlers use it between staging their output
+// (fsq.Stage) and putting it in place.
+func (s *Spool) Sync() error { return s.sync() }
+
 // Syncs is how many group-commit syncs this Spool has made.
 func (s *Spool) Syncs() uint64 {
 	if s.openBarrier() != nil {
