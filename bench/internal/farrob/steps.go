@@ -118,6 +118,9 @@ func stepName(root string, op fsq.Op, path, path2 string) string {
 				parts[1] = "<id>"
 			}
 		}
+		if t, ok := fsq.TempTarget(parts[len(parts)-1]); ok {
+			parts[len(parts)-1] = "." + t + "<tmp>" // a staged file's random name
+		}
 		return strings.Join(parts, "/")
 	}
 	if path2 != "" {
