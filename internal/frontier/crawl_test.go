@@ -1,36 +1,28 @@
 package frontier_test
 
 import (
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/crawl"
-	"github.com/farro-dev/farro/internal/fetch"
 	"github.com/farro-dev/farro/internal/frontier"
-	"github.com/farro-dev/farro/internal/manager"
+	"github.com/farro-dev/farro/internal/testcluster"
 	"github.com/farro-dev/farro/internal/testsite"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 // env runs a frontier, a manager and an agent in this process over a
-// temp spool.
+// temp spool (internal/testcluster).
 type env struct {
-	t      *testing.T
-	spool  *job.Spool
-	fr     *frontier.Frontier
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	t     *testing.T
+	spool *job.Spool
+	fr    *frontier.Frontier
+	c     *testcluster.Cluster
 }
 
 func startEnv(t *testing.T, concurrency int) *env {
@@ -44,38 +36,11 @@ func startEnvAt(t *testing.T, dir string, concurrency int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, spool: s, cancel: cancel}
-	log := zerolog.New(io.Discard)
-	if testing.Verbose() {
-		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
-	}
-	fr := frontier.New(frontier.Config{Spool: s, Log: log, Rescan: 2 * time.Second, Poll: 50 * time.Millisecond})
-	e.fr = fr
-	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: 2 * time.Second}, log)
-	fh := fetch.NewHandler(s, nil)
-	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: concurrency, Log: log, Rescan: 2 * time.Second,
-		Handlers: map[string]agent.Handler{crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, run := range []func(context.Context) error{fr.Run, m.Run, a.Run} {
-		e.wg.Add(1)
-		go func(run func(context.Context) error) {
-			defer e.wg.Done()
-			if err := run(ctx); err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}(run)
-	}
-	t.Cleanup(e.stop)
-	return e
+	c := testcluster.Start(t, s, testcluster.Config{Concurrency: concurrency, Rescan: 2 * time.Second, Poll: 50 * time.Millisecond})
+	return &env{t: t, spool: s, fr: c.Frontier, c: c}
 }
 
-func (e *env) stop() {
-	e.cancel()
-	e.wg.Wait()
-}
+func (e *env) stop() { e.c.Stop() }
 
 func testCrawl(site *testsite.Site, name string) *crawl.Crawl {
 	c := crawl.New(name)

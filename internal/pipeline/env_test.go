@@ -1,26 +1,20 @@
 package pipeline_test
 
 import (
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/fetch"
-	"github.com/farro-dev/farro/internal/frontier"
-	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/internal/pipeline/livesite"
 	"github.com/farro-dev/farro/internal/source"
+	"github.com/farro-dev/farro/internal/testcluster"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -28,11 +22,10 @@ import (
 // and source.check handlers in this process, over a temp spool, against
 // a live site the test edits.
 type env struct {
-	t      *testing.T
-	spool  *job.Spool
-	site   *livesite.Site
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	t     *testing.T
+	spool *job.Spool
+	site  *livesite.Site
+	c     *testcluster.Cluster
 }
 
 func startEnv(t *testing.T) *env {
@@ -43,40 +36,14 @@ func startEnv(t *testing.T) *env {
 	}
 	site := livesite.Start()
 	t.Cleanup(site.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, spool: s, site: site, cancel: cancel}
-	log := zerolog.New(io.Discard)
-	if testing.Verbose() {
-		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
-	}
-	fr := frontier.New(frontier.Config{Spool: s, Log: log, Rescan: time.Second, Poll: 20 * time.Millisecond})
-	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: time.Second}, log)
-	fh := fetch.NewHandler(s, nil)
-	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: 3, Log: log, Rescan: time.Second,
-		Handlers: map[string]agent.Handler{
-			crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh},
-			pipeline.KindCheck: pipeline.NewCheckHandler(s, fh),
+	c := testcluster.Start(t, s, testcluster.Config{Concurrency: 3, Rescan: time.Second, Poll: 20 * time.Millisecond,
+		Handlers: func(fh *fetch.Handler) map[string]agent.Handler {
+			return map[string]agent.Handler{pipeline.KindCheck: pipeline.NewCheckHandler(s, fh)}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, run := range []func(context.Context) error{fr.Run, m.Run, a.Run} {
-		e.wg.Add(1)
-		go func(run func(context.Context) error) {
-			defer e.wg.Done()
-			if err := run(ctx); err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}(run)
-	}
-	t.Cleanup(e.stop)
-	return e
+	return &env{t: t, spool: s, site: site, c: c}
 }
 
-func (e *env) stop() {
-	e.cancel()
-	e.wg.Wait()
-}
+func (e *env) stop() { e.c.Stop() }
 
 // addSource registers a source on the live site (host, path), with fast
 // politeness for tests.

@@ -1,0 +1,85 @@
+// Package testcluster runs the crawl's daemons in the test's process: the
+// frontier, managerd's policy and one agent with the crawl handlers (and
+// any others the test adds), over one spool. Tests of the frontier and of
+// the content pipeline use it; the end-to-end suites (test/...) run the
+// real binaries instead.
+package testcluster
+
+import (
+	"context"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/internal/agent"
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/fetch"
+	"github.com/farro-dev/farro/internal/frontier"
+	"github.com/farro-dev/farro/internal/manager"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Config says how to run the cluster.
+type Config struct {
+	Concurrency int           // agent slots
+	Rescan      time.Duration // frontier, manager and agent rescans
+	Poll        time.Duration // the frontier's poll
+	// Handlers adds job kinds to the agent's crawl.fetch and crawl.robots;
+	// it receives the fetch handler to share its clients.
+	Handlers func(fh *fetch.Handler) map[string]agent.Handler
+}
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	Frontier *frontier.Frontier
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+// Start runs the cluster over s until Stop (registered with t.Cleanup
+// too). Logs go to the test's log with -v, nowhere otherwise.
+func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
+	t.Helper()
+	log := zerolog.New(io.Discard)
+	if testing.Verbose() {
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	}
+	fr := frontier.New(frontier.Config{Spool: s, Log: log, Rescan: cfg.Rescan, Poll: cfg.Poll})
+	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, log)
+	fh := fetch.NewHandler(s, nil)
+	handlers := map[string]agent.Handler{crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh}}
+	if cfg.Handlers != nil {
+		for k, h := range cfg.Handlers(fh) {
+			handlers[k] = h
+		}
+	}
+	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: cfg.Concurrency, Log: log, Rescan: cfg.Rescan, Handlers: handlers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cluster{Frontier: fr, cancel: cancel}
+	for _, run := range []func(context.Context) error{fr.Run, m.Run, a.Run} {
+		c.wg.Add(1)
+		go func(run func(context.Context) error) {
+			defer c.wg.Done()
+			if err := run(ctx); err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}(run)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Stop stops every daemon and waits for them.
+func (c *Cluster) Stop() {
+	c.once.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+	})
+}
