@@ -100,13 +100,13 @@ func RenameUnsynced(src, dst string) error {
 // if it is missing, and fsyncs nothing. Readers must skip a torn last
 // line: a power cut before the next barrier may keep part of it.
 func AppendLineUnsynced(path string, line []byte) error {
-	_, err := appendLine(path, line)
+	_, err := appendLine(path, line, false)
 	return err
 }
 
 // appendLine appends line and a newline to path, creating it if missing
-// (created says so), without fsync.
-func appendLine(path string, line []byte) (created bool, err error) {
+// (created says so), and fsyncs it if sync.
+func appendLine(path string, line []byte, sync bool) (created bool, err error) {
 	hook(OpAppend, path, "")
 	record(RecBefore, path, "", nil)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
@@ -127,8 +127,5 @@ func appendLine(path string, line []byte) (created bool, err error) {
 		return created, fmt.Errorf("append %s: %w", path, err)
 	}
 	record(RecWrite, path, "", buf)
-	if err := f.Close(); err != nil {
-		return created, fmt.Errorf("close %s: %w", path, err)
-	}
-	return created, nil
+	return created, closeFile(f, path, sync)
 }

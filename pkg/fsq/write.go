@@ -79,16 +79,13 @@ func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
 // CreateFile durably creates a new file holding data; it fails with
 // ErrExists if path exists. The file is fsynced; the directory is not (the
 // caller fsyncs the directory once after creating all its files).
-func CreateFile(path string, data []byte) error {
-	if err := CreateFileUnsynced(path, data); err != nil {
-		return err
-	}
-	return syncFile(path)
-}
+func CreateFile(path string, data []byte) error { return createFile(path, data, true) }
 
 // CreateFileUnsynced creates a new file holding data like CreateFile but
 // fsyncs nothing: a later Barrier.Wait makes it durable.
-func CreateFileUnsynced(path string, data []byte) error {
+func CreateFileUnsynced(path string, data []byte) error { return createFile(path, data, false) }
+
+func createFile(path string, data []byte, sync bool) error {
 	hook(OpCreate, path, "")
 	record(RecBefore, path, "", nil)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
@@ -101,36 +98,34 @@ func CreateFileUnsynced(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	record(RecWrite, path, "", data)
-	return f.Close()
+	return closeFile(f, path, sync)
+}
+
+// closeFile fsyncs f first if sync, then closes it.
+func closeFile(f *os.File, path string, sync bool) error {
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("fsync %s: %w", path, err)
+		}
+		record(RecFsync, path, "", nil)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
 }
 
 // AppendLine appends line (a newline is added) to path and fsyncs it. The
 // file is created if missing, and then its directory is fsynced too.
 func AppendLine(path string, line []byte) error {
-	created, err := appendLine(path, line)
+	created, err := appendLine(path, line, true)
 	if err != nil {
-		return err
-	}
-	if err := syncFile(path); err != nil {
 		return err
 	}
 	if created {
 		return SyncDir(filepath.Dir(path))
 	}
-	return nil
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", path, classify(err))
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	record(RecFsync, path, "", nil)
 	return nil
 }
 
