@@ -48,16 +48,9 @@ func (c *Ctl) domainsScope(o DomainsOptions) (map[crawl.DomainStatus]bool, *job.
 	return want, s, names, nil
 }
 
-// Domains prints seed 004's domain-status table (or JSON Lines).
-func (c *Ctl) Domains(o DomainsOptions) error {
-	if o.By != "" {
-		return c.domainsBy(o)
-	}
-	want, s, names, err := c.domainsScope(o)
-	if err != nil {
-		return err
-	}
-	var rows []*DomainSummary
+// eachDomain calls fn for every domain of the named crawls whose status
+// is wanted (every status when want is empty).
+func eachDomain(s *job.Spool, names []string, want map[crawl.DomainStatus]bool, fn func(crawlName string, d *crawl.Domain)) error {
 	for _, n := range names {
 		st, err := crawl.Open(s, n)
 		if err != nil {
@@ -71,11 +64,28 @@ func (c *Ctl) Domains(o DomainsOptions) error {
 			return err
 		}
 		for _, d := range doms {
-			if len(want) > 0 && !want[d.Status] {
-				continue
+			if len(want) == 0 || want[d.Status] {
+				fn(n, d)
 			}
-			rows = append(rows, domainSummary(n, d))
 		}
+	}
+	return nil
+}
+
+// Domains prints seed 004's domain-status table (or JSON Lines).
+func (c *Ctl) Domains(o DomainsOptions) error {
+	if o.By != "" {
+		return c.domainsBy(o)
+	}
+	want, s, names, err := c.domainsScope(o)
+	if err != nil {
+		return err
+	}
+	var rows []*DomainSummary
+	if err := eachDomain(s, names, want, func(n string, d *crawl.Domain) {
+		rows = append(rows, domainSummary(n, d))
+	}); err != nil {
+		return err
 	}
 	if o.JSON {
 		enc := json.NewEncoder(c.Stdout)

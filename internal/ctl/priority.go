@@ -31,24 +31,10 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 	}
 	now := c.now()
 	var rows []DomainPriority
-	for _, n := range names {
-		st, err := crawl.Open(s, n)
-		if err != nil {
-			return UsageError(err)
-		}
-		if !st.Exists() {
-			return fmt.Errorf("crawl %s: %w", n, crawl.ErrNoCrawl)
-		}
-		doms, err := st.Domains()
-		if err != nil {
-			return err
-		}
-		for _, d := range doms {
-			if len(want) > 0 && !want[d.Status] {
-				continue
-			}
-			rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round, Priority: crawl.PriorityOf(d, now)})
-		}
+	if err := eachDomain(s, names, want, func(n string, d *crawl.Domain) {
+		rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round, Priority: crawl.PriorityOf(d, now)})
+	}); err != nil {
+		return err
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
