@@ -28,31 +28,13 @@ func EnsureTools(logf func(string, ...any)) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("missing %s and not root: install them (apt-get install %s)", strings.Join(missing, ", "), strings.Join(missing, " "))
-	}
-	logf("installing %s from Debian's packages", strings.Join(missing, ", "))
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	install := func(pkgs ...string) error {
-		cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get install %s: %v: %s", strings.Join(pkgs, " "), err, tailStr(string(out), 2000))
-		}
-		return nil
-	}
-	upd := exec.Command("apt-get", "update")
-	upd.Env = env
-	if out, err := upd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get update: %v: %s", err, tailStr(string(out), 2000))
-	}
-	if err := install(missing...); err != nil {
+	if err := sys.AptInstall(logf, missing...); err != nil {
 		if missing[0] != "nginx-light" {
 			return err
 		}
 		// nginx-light is gone from newer Debian releases: plain nginx.
 		missing[0] = "nginx"
-		if err2 := install(missing...); err2 != nil {
+		if err2 := sys.AptInstallNoUpdate(missing...); err2 != nil {
 			return fmt.Errorf("%v; then %v", err, err2)
 		}
 	}

@@ -43,26 +43,43 @@ func EnsurePackages(logf func(string, ...any)) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("missing %s and not root: install them (apt-get install %s)", strings.Join(missing, ", "), strings.Join(missing, " "))
-	}
-	logf("installing %s from Debian's packages", strings.Join(missing, ", "))
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{
-		{"update"},
-		append([]string{"install", "-y", "--no-install-recommends"}, missing...),
-	} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, tail(string(out), 2000))
-		}
+	if err := AptInstall(logf, missing...); err != nil {
+		return err
 	}
 	if PGBin() == "" {
 		return fmt.Errorf("postgresql installed but no initdb found under /usr/lib/postgresql")
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return fmt.Errorf("redis-server installed but not in PATH")
+	}
+	return nil
+}
+
+// AptInstall installs Debian packages (as root: apt-get update, then
+// apt-get install --no-install-recommends), with the tail of apt's
+// output in the error.
+func AptInstall(logf func(string, ...any), pkgs ...string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("missing %s and not root: install them (apt-get install %s)", strings.Join(pkgs, ", "), strings.Join(pkgs, " "))
+	}
+	logf("installing %s from Debian's packages", strings.Join(pkgs, ", "))
+	if err := apt("update"); err != nil {
+		return err
+	}
+	return AptInstallNoUpdate(pkgs...)
+}
+
+// AptInstallNoUpdate is AptInstall's install step alone (a retry under
+// other package names).
+func AptInstallNoUpdate(pkgs ...string) error {
+	return apt(append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)...)
+}
+
+func apt(args ...string) error {
+	cmd := exec.Command("apt-get", args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, tail(string(out), 2000))
 	}
 	return nil
 }
