@@ -54,6 +54,10 @@ type Agent struct {
 	// flight (one per slot); commits lets Run wait for them.
 	commitSem chan struct{}
 	commits   sync.WaitGroup
+	// abandon is closed when the drain has waited long enough for
+	// commits that keep failing: they stop retrying and leave the job
+	// to recovery (its job.json already names the outcome).
+	abandon chan struct{}
 }
 
 // Stop causes, for context.Cause.
@@ -88,7 +92,7 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
-		commitSem: make(chan struct{}, cfg.Concurrency),
+		commitSem: make(chan struct{}, cfg.Concurrency), abandon: make(chan struct{}),
 	}, nil
 }
 
@@ -137,7 +141,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		stopRuns(errDrain)
 		<-done
 	}
-	a.commits.Wait()
+	committed := make(chan struct{})
+	go func() { a.commits.Wait(); close(committed) }()
+	select {
+	case <-committed:
+	case <-time.After(a.cfg.DrainTimeout):
+		a.log.Error().Msg("drain timeout: commits still failing are left to watchdogd")
+		close(a.abandon)
+		<-committed
+	}
 	return nil
 }
 
@@ -280,7 +292,8 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 			return
 		case <-hb.C:
 			if err := c.Heartbeat(); err != nil {
-				if errors.Is(err, fsq.ErrVanished) {
+				if job.Superseded(err) {
+					l.Warn().Err(err).Msg("claim superseded: the job was taken away; stopping the handler")
 					stop(errLost)
 					return
 				}
@@ -339,13 +352,31 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		mutate = func(j *job.Job) { j.ExitCode, j.Error = res.ExitCode, res.Err.Error() }
 	}
 	commitStart := time.Now()
-	if err := c.Commit(to, reason, mutate); err != nil {
-		if errors.Is(err, fsq.ErrVanished) {
-			l.Warn().Err(err).Msg("job was taken away by recovery before commit")
+	// A commit that fails is rolled forward, never walked away from: the
+	// lock is still ours, so nobody else would finish it. Commit resumes
+	// from the step that failed.
+	backoff := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := c.Commit(to, reason, mutate)
+		if err == nil {
+			break
+		}
+		if job.Superseded(err) {
+			l.Warn().Err(err).Msg("job was taken away by recovery before commit; nothing written")
 			return
 		}
-		l.Error().Err(err).Msg("commit failed; watchdogd will recover the job")
-		return
+		if errors.Is(err, job.ErrIllegal) {
+			l.Error().Err(err).Msg("commit refused")
+			return
+		}
+		l.Error().Err(err).Int("try", try).Dur("retry_in", backoff).Msg("commit failed; retrying")
+		select {
+		case <-a.abandon:
+			l.Error().Err(err).Msg("commit abandoned at shutdown; watchdogd will finish it once this agent is gone")
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 	metrics.CommitDone(time.Since(commitStart))
 	logx.Transition(l, c.Envelope().Lifecycle, job.InProgress)

@@ -88,6 +88,7 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 		job.EnvJobDir+"="+dir,
 		"FARRO_ATTEMPT="+strconv.Itoa(j.Attempts),
 		"FARRO_CORRELATION_ID="+j.CorrelationID,
+		job.EnvClaimToken+"="+j.ClaimToken,
 	)
 	// Its own process group, so a stop reaches the handler's children too;
 	// and killed with agentd, so a handler never outlives the agent that

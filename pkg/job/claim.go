@@ -25,7 +25,11 @@ type Claimed struct {
 	spool  *Spool
 	holder Holder
 	env    Envelope
-	done   bool
+	token  string // fencing token: in the lock's owner file and job.json
+	// replaced is the outcome a commit already put into job.json, when
+	// a later step of that commit failed (it is then rolled forward).
+	replaced *Job
+	done     bool
 }
 
 // Envelope returns a copy of the claimed job's envelope.
@@ -63,7 +67,8 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	// harness (test/crash); they do nothing in release builds.
 	lock := s.LockPath(id)
 	fsq.CrashPoint("claim/lock:before")
-	if err := fsq.TryLock(lock, NewOwner(h.Actor, h.Agent).marshal()); err != nil {
+	owner := NewOwner(h.Actor, h.Agent)
+	if err := fsq.TryLock(lock, owner.marshal()); err != nil {
 		return nil, err
 	}
 	src := s.JobDir(Queued, "", id)
@@ -110,6 +115,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj := j.Clone()
 	nj.Status, nj.Attempts, nj.Agent = InProgress, j.Attempts+1, h.Agent
 	nj.CorrelationID = id + "/" + fmt.Sprint(nj.Attempts) + "-" + randHex(3)
+	nj.ClaimToken = owner.Token
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
 	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
 	fsq.CrashPoint("claim/write:before")
@@ -123,10 +129,17 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		staged.Discard()
 	}
 	if err != nil {
-		// Undo the move so the job is not stranded; if even that fails,
-		// watchdogd rolls the claim back (status is still queued).
+		// Undo the move so the job is not stranded, but only while the
+		// lock is still this claim's: a claim that stalled here past the
+		// crash threshold may have been recovered, and the directory at
+		// dst may be a newer claim's. If the undo fails, watchdogd rolls
+		// the claim back (status is still queued).
+		c := &Claimed{spool: s, holder: h, token: owner.Token, env: Envelope{Lifecycle: j, Runtime: Runtime{Dir: dst, Lock: lock}}}
+		if ferr := c.holdsLock(); ferr != nil {
+			return nil, fmt.Errorf("claim %s: %w (and %v)", id, err, ferr)
+		}
 		if rerr := fsq.Rename(dst, src); rerr == nil {
-			_ = fsq.Unlock(lock)
+			_ = c.unlockIfHeld()
 		}
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
@@ -135,13 +148,15 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	fsq.CrashPoint("claim/append:before")
 	_ = appendEventUnsynced(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
 	fsq.CrashPoint("claim/append:after")
-	return &Claimed{spool: s, holder: h, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
+	return &Claimed{spool: s, holder: h, token: owner.Token, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
 }
 
 // Heartbeat refreshes last_heartbeat in job.json. The file is fsynced but
 // its directory is not: either version is a valid job.json after a power
-// cut. fsq.ErrVanished means the job was taken away (watchdogd declared this
-// holder silent): stop working on it.
+// cut. It is fenced: it writes only after proving that the lock and
+// job.json still carry this claim's token. ErrFenced or fsq.ErrVanished
+// (test with Superseded) means the job was taken away (watchdogd declared
+// this holder silent, and maybe a newer claim runs it): stop working on it.
 func (c *Claimed) Heartbeat() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -151,6 +166,9 @@ func (c *Claimed) Heartbeat() error {
 	now := time.Now().UTC()
 	j := c.env.Lifecycle.Clone()
 	j.LastHeartbeat, j.UpdatedAt = &now, now
+	if err := c.fence(); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", j.ID, err)
+	}
 	fsq.CrashPoint("heartbeat/write:before")
 	if err := fsq.WriteFile(c.env.Runtime.Dir+"/"+JobFile, j.Marshal(), fsq.WithoutDirSync()); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", j.ID, err)
@@ -163,8 +181,14 @@ func (c *Claimed) Heartbeat() error {
 // Commit is the commit-job transaction: check the transition against the
 // map, write job.json with the new status (and whatever mutate sets),
 // append the event, rename the job to its next state directory, and only
-// then remove the lock. fsq.ErrVanished means the job was taken away
-// meanwhile; the lock is then left alone, for it is no longer ours.
+// then remove the lock. Every write is fenced: before job.json is replaced
+// the lock and job.json must still carry this claim's token, and before
+// the move and the unlock the lock must. ErrFenced or fsq.ErrVanished
+// (test with Superseded) means the job was taken away meanwhile; nothing
+// more is written and the lock is left alone, for it is no longer ours.
+// Any other error leaves the claim uncommitted: Commit may be called again
+// with the same arguments and rolls the commit forward from where it
+// stopped.
 //
 // Durability is group-committed with two barriers (see Claim): one makes
 // the staged job.json durable before it replaces the old one, the second
@@ -192,8 +216,16 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 		mutate(j)
 	}
 	dir := c.env.Runtime.Dir
-	dropTemps(dir, false) // the barriers below make the removals durable
-	q := string(to)       // crash points are per target state
+	q := string(to) // crash points are per target state
+	if c.replaced != nil {
+		// A previous call got past the replace: job.json already holds
+		// the outcome. Finish the commit from there.
+		return c.finishCommit(c.replaced, c.replaced.Status)
+	}
+	if err := c.fence(); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
+	dropTemps(dir, TempGrace, false) // the barriers below make the removals durable
 	fsq.CrashPoint("commit/write:before", q)
 	staged, err := fsq.Stage(dir+"/"+JobFile, j.Marshal())
 	if err != nil {
@@ -204,19 +236,37 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 	if err := c.spool.sync(); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
+	// The fence again, as close to the replace as it can be: the
+	// staging and the barrier may have taken long.
+	if err := c.fence(); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
 	fsq.CrashPoint("commit/replace:before", q)
 	if err := staged.Replace(); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
+	c.replaced = j
 	// The event follows the status it records: a commit killed before
 	// this point is re-run without a terminal event left behind.
 	fsq.CrashPoint("commit/append:before", q)
 	_ = appendEventUnsynced(dir, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID})
+	return c.finishCommit(j, to)
+}
+
+// finishCommit is the part of a commit after job.json holds the outcome:
+// barrier, move, unlock. It can be repeated after a failure (ENOSPC, EIO
+// on the rename): each step is skipped once done.
+func (c *Claimed) finishCommit(j *Job, to State) error {
+	q := string(to)
+	dir := c.env.Runtime.Dir
 	fsq.CrashPoint("commit/sync2:before", q)
 	if err := c.spool.sync(); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
 	dst := c.spool.JobDir(to, "", j.ID)
+	if err := c.holdsLock(); err != nil {
+		return fmt.Errorf("commit %s: %w", j.ID, err)
+	}
 	fsq.CrashPoint("commit/rename:before", q)
 	if err := fsq.RenameUnsynced(dir, dst); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
@@ -224,7 +274,7 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 	c.done = true
 	c.env.Lifecycle, c.env.Runtime.Dir = j, dst
 	fsq.CrashPoint("commit/unlock:before", q)
-	if err := fsq.Unlock(c.env.Runtime.Lock); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := c.unlockIfHeld(); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
 	fsq.CrashPoint("commit/unlock:after", q)

@@ -44,13 +44,18 @@ func (s *Spool) IsExecutionEnv(entry []byte, id string) bool {
 }
 
 // RecordHandler writes the identity of the process running the handler
-// into the job's lock. It never replaces an existing file.
+// into the job's lock. It never replaces an existing file, and writes
+// nothing into a lock that no longer names this claim (ErrFenced).
 func (c *Claimed) RecordHandler(id proc.Identity) error {
 	c.mu.Lock()
 	lock, done := c.env.Runtime.Lock, c.done
+	err := c.holdsLock()
 	c.mu.Unlock()
 	if done {
 		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record handler: %w", err)
 	}
 	b, _ := json.Marshal(id)
 	f, err := os.OpenFile(filepath.Join(lock, HandlerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)

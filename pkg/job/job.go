@@ -65,6 +65,7 @@ type Job struct {
 	NotBefore     *time.Time `json:"not_before,omitempty"`
 	Agent         string     `json:"agent,omitempty"`
 	CorrelationID string     `json:"correlation_id,omitempty"`
+	ClaimToken    string     `json:"claim_token,omitempty"` // fencing token of the attempt's claim (also in the lock's owner file)
 	StartedAt     *time.Time `json:"started_at,omitempty"`
 	LastHeartbeat *time.Time `json:"last_heartbeat,omitempty"`
 	FinishedAt    *time.Time `json:"finished_at,omitempty"`

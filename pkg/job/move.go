@@ -75,7 +75,7 @@ func (s *Spool) apply(j *Job, src string, to State, actor, reason string, mutate
 			return nil, fmt.Errorf("move %s: %w", j.ID, err)
 		}
 	}
-	dropTemps(src, false) // the job.json write below fsyncs src
+	dropTemps(src, TempGrace, false) // the job.json write below fsyncs src
 	q := string(j.Status) + "-" + string(to)
 	fsq.CrashPoint("move/write:before", q)
 	if err := fsq.WriteFile(src+"/"+JobFile, nj.Marshal()); err != nil {

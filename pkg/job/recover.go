@@ -159,7 +159,7 @@ func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
 	loc := locs[0]
 	// A dead holder may have been killed in the middle of a job.json
 	// write (a heartbeat, its commit): drop its temp file.
-	dropTemps(loc.Dir, true)
+	dropTemps(loc.Dir, 0, true)
 	if loc.State == InProgress {
 		stale := s.JobDir(Stale, "", id)
 		fsq.CrashPoint("recover/to-stale:before")

@@ -92,10 +92,10 @@ func TestRecoverDeadRunningJobGoesStale(t *testing.T) {
 		t.Fatalf("last event = %+v", last)
 	}
 	// The silent owner wakes up: its job is gone, it stops.
-	if err := c.Heartbeat(); !errors.Is(err, fsq.ErrVanished) {
+	if err := c.Heartbeat(); !job.Superseded(err) {
 		t.Fatalf("heartbeat of the woken owner = %v, want ErrVanished", err)
 	}
-	if err := c.Commit(job.Succeeded, "", nil); !errors.Is(err, fsq.ErrVanished) {
+	if err := c.Commit(job.Succeeded, "", nil); !job.Superseded(err) {
 		t.Fatalf("commit of the woken owner = %v, want ErrVanished", err)
 	}
 	only(t, s, "j1", dir)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
 )
@@ -15,22 +16,31 @@ import (
 // Only these names count: a handler's own dot files are never touched.
 var writeTemp = regexp.MustCompile(`^\.(job\.json|control\.json)-?[0-9]+$`)
 
-// dropTemps removes the temp files of interrupted atomic writes from the
-// job directory dir, so that they do not travel with the job into its
-// final state. The caller holds the job's lock, so no job.json write of
-// a live process can be under way; a control request being written at the
-// same moment by farroctl (which takes no lock) loses its temp file, sees
-// fsq.ErrVanished and locates the job again. The removal is made durable
-// with the directory's next fsync (the caller's job.json write or rename),
-// or here when nothing else would.
-func dropTemps(dir string, sync bool) {
+// TempGrace is the age past which a temp file of an atomic write in a job
+// directory is taken to be abandoned. A live write keeps its temp file for
+// milliseconds; a younger one may belong to another writer (a control
+// request being written by farroctl, or a newer claim of the job when the
+// caller is a stale one), and only its own writer removes it.
+var TempGrace = time.Minute
+
+// dropTemps removes the temp files of interrupted atomic writes older than
+// grace from the job directory dir, so that they do not travel with the
+// job into its final state. Recovery passes 0: it holds the recovery guard
+// of a holder proven dead or silent with its handler gone. The removal is
+// made durable with the directory's next fsync (the caller's job.json
+// write or rename), or here when nothing else would.
+func dropTemps(dir string, grace time.Duration, sync bool) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	removed := false
+	cutoff := time.Now().Add(-grace)
 	for _, e := range ents {
 		if writeTemp.MatchString(e.Name()) && e.Type().IsRegular() {
+			if fi, err := e.Info(); grace > 0 && (err != nil || fi.ModTime().After(cutoff)) {
+				continue
+			}
 			if os.Remove(filepath.Join(dir, e.Name())) == nil {
 				removed = true
 			}

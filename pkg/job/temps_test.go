@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -14,17 +15,31 @@ import (
 // the job's final state; a handler's own dot files are left alone.
 func TestTransactionsDropInterruptedWriteTemps(t *testing.T) {
 	t.Parallel()
+	// Abandoned temps are older than job.TempGrace; a fresh one may be
+	// another writer's (a control request being written) and stays,
+	// except in recovery, whose holder is proven gone.
+	old := time.Now().Add(-2 * job.TempGrace)
 	plant := func(t *testing.T, dir string) {
 		t.Helper()
 		for _, name := range []string{".job.json8172635", ".control.json42", ".handler-cache"} {
 			writeRaw(t, filepath.Join(dir, name), []byte("partial"))
+			if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
+				t.Fatal(err)
+			}
 		}
+		writeRaw(t, filepath.Join(dir, ".control.json77"), []byte("being written"))
 	}
 	check := func(t *testing.T, dir string) {
 		t.Helper()
 		mustNotExist(t, filepath.Join(dir, ".job.json8172635"))
 		mustNotExist(t, filepath.Join(dir, ".control.json42"))
 		mustExist(t, filepath.Join(dir, ".handler-cache"))
+	}
+	fresh := func(t *testing.T, dir string, want bool) {
+		t.Helper()
+		if exists(filepath.Join(dir, ".control.json77")) != want {
+			t.Errorf("fresh temp of another writer: exists=%v, want %v", !want, want)
+		}
 	}
 	t.Run("commit", func(t *testing.T) {
 		t.Parallel()
@@ -35,6 +50,7 @@ func TestTransactionsDropInterruptedWriteTemps(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, s.JobDir(job.Succeeded, "", "j1"))
+		fresh(t, s.JobDir(job.Succeeded, "", "j1"), true)
 	})
 	t.Run("move", func(t *testing.T) {
 		t.Parallel()
@@ -45,6 +61,7 @@ func TestTransactionsDropInterruptedWriteTemps(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, s.JobDir(job.Killed, "", "j1"))
+		fresh(t, s.JobDir(job.Killed, "", "j1"), true)
 	})
 	t.Run("recovery", func(t *testing.T) {
 		t.Parallel()
@@ -60,6 +77,7 @@ func TestTransactionsDropInterruptedWriteTemps(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, s.JobDir(job.Stale, "", "j1"))
+		fresh(t, s.JobDir(job.Stale, "", "j1"), false)
 		if _, err := os.Stat(s.LockPath("j1")); !os.IsNotExist(err) {
 			t.Fatalf("lock left: %v", err)
 		}
