@@ -242,6 +242,14 @@ func (ck *checker) recoverLock(id string, seen *LockInfo, why string) func() (st
 		if dead, _ := cur.dead(grace, now); !dead {
 			return "", errors.New("its owner is alive now; left alone")
 		}
+		// Like watchdogd: the job moves on only once every execution of
+		// it is gone, or the next attempt could overlap this one.
+		if ex := s.StopExecutions(id, s.LockPath(id)); ex.Waiting {
+			if ex.Err != nil {
+				return "", fmt.Errorf("not repaired: cannot prove its executions gone: %w", ex.Err)
+			}
+			return "", fmt.Errorf("not repaired: an execution of the job still ran (killed: %v); run fsck --repair again", ex.Killed)
+		}
 		judged := cur.raw
 		if judged == nil {
 			judged = []byte{}

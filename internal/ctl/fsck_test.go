@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -290,5 +292,45 @@ func TestFsckLeavesLiveLocksAlone(t *testing.T) {
 	}
 	if after := tree(t, e.s.Root); after != before {
 		t.Fatal("live locks touched")
+	}
+}
+
+// fsck --repair of a dead agent's lock whose handler still runs: like
+// watchdogd, it kills the handler and leaves the job where it is; only a
+// later run, once the handler is gone, moves the job on.
+func TestFsckRepairStopsTheHandlerFirst(t *testing.T) {
+	e := newEnv(t)
+	c := e.claim("run")
+	handler := exec.Command("sleep", "600")
+	handler.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := handler.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = handler.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = syscall.Kill(-handler.Process.Pid, syscall.SIGKILL); <-exited })
+	hid, err := proc.Of(handler.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RecordHandler(hid); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(e.s.LockPath("run"), fsq.OwnerFile), string(deadOwner(t, "agentd/t1", "t1")))
+	_ = e.ctl("").Fsck(ctl.FsckOptions{Grace: ctl.DefaultGrace, Repair: true})
+	if loc := e.where("run"); loc.State != job.InProgress {
+		t.Fatalf("fsck --repair moved the job to %s while its handler ran", loc.State)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("fsck --repair did not kill the handler")
+	}
+	e.stdout.Reset()
+	if err := e.ctl("").Fsck(ctl.FsckOptions{Grace: ctl.DefaultGrace, Repair: true}); err != nil {
+		t.Fatalf("second repair: %v\n%s", err, e.stdout)
+	}
+	if loc := e.where("run"); loc.State != job.Stale {
+		t.Fatalf("after the handler is gone: %s, want stale", loc.State)
 	}
 }

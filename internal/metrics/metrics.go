@@ -148,6 +148,10 @@ var (
 		Namespace: Namespace, Name: "recoveries_failed_total",
 		Help: "Recoveries watchdogd attempted that failed (retried later; see its error log).",
 	})
+	recoveryWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "recovery_handler_waits_total",
+		Help: "Checks at which a recovery waited because an execution of the job still ran (just killed, or unkillable: in uninterruptible sleep); the job stays in in-progress/ meanwhile.",
+	})
 )
 
 func init() {
@@ -229,6 +233,10 @@ func Recovered(action string, silent bool) {
 // RecoveryFailed counts a failed recovery.
 func RecoveryFailed() { recoveryFailed.Inc() }
 
+// RecoveryWaited counts a recovery put off because an execution of the
+// job still ran.
+func RecoveryWaited() { recoveryWaits.Inc() }
+
 // Version is reported by farro_build_info; the daemons set it from
 // internal/daemon.Version.
 var Version = "dev"
@@ -268,7 +276,7 @@ func Registry(daemon string) *prometheus.Registry {
 	case Managerd:
 		r.MustRegister(retries, outOfAttempts, promoted, spoolC, crawlDomains{})
 	case Watchdogd:
-		r.MustRegister(recoveries, recoveryFailed)
+		r.MustRegister(recoveries, recoveryFailed, recoveryWaits)
 	}
 	process = r
 	return r

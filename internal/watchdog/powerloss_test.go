@@ -25,8 +25,7 @@ func TestEmptyOrTornOwnerFileIsRecovered(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(lock, fsq.OwnerFile), []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			age(t, lock, time.Minute)
-			e.runOnce(t)
+			e.after(t, time.Minute)
 			if st, _ := e.where(t, "j"); st != job.Stale {
 				t.Fatalf("state %s, want stale", st)
 			}

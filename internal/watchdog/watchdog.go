@@ -40,6 +40,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
@@ -65,6 +66,13 @@ type Config struct {
 	NoNotify       bool          // rely on rescans only (no fsnotify)
 	// Ready is called once, after Run's first full pass.
 	Ready func()
+	// Now is the watchdog's clock (default time.Now). Silence and the
+	// grace periods are measured only as durations between two of its
+	// readings (time.Now's are monotonic), never by comparing a
+	// timestamp written into the spool with it: a step of the wall clock
+	// neither requeues running jobs nor hides a silent one. Tests pass a
+	// clock they advance.
+	Now func() time.Time
 }
 
 func (c *Config) defaults() {
@@ -80,6 +88,9 @@ func (c *Config) defaults() {
 	if c.Rescan <= 0 {
 		c.Rescan = 10 * time.Second
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 }
 
 // Watchdog recovers the jobs of dead and silent lock holders in one spool.
@@ -91,6 +102,12 @@ type Watchdog struct {
 
 	locks   map[string]bool      // ids whose lock incoming/<id>.lock exists
 	quiet   map[string]time.Time // ids whose recovery failed: not retried before
+	// seen is what the watchdog last observed of each lock (and of each
+	// lockless in-progress job), and since when on its own clock: a
+	// holder is silent when what it must keep changing (its heartbeat)
+	// has not changed for CrashThreshold of the watchdog's time.
+	seen    map[string]observation
+	waiting map[string]bool // ids whose recovery waits for an execution to end (logged once)
 	started bool
 	active  atomic.Int64 // unix nanoseconds of the last loop activity
 }
@@ -98,7 +115,8 @@ type Watchdog struct {
 // New returns a watchdog for spool s.
 func New(s *job.Spool, cfg Config, log zerolog.Logger) *Watchdog {
 	cfg.defaults()
-	w := &Watchdog{spool: s, cfg: cfg, log: log, locks: map[string]bool{}, quiet: map[string]time.Time{}}
+	w := &Watchdog{spool: s, cfg: cfg, log: log, locks: map[string]bool{}, quiet: map[string]time.Time{},
+		seen: map[string]observation{}, waiting: map[string]bool{}}
 	w.touch()
 	return w
 }
@@ -173,8 +191,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				if ev.Created {
 					w.locks[id] = true
 				} else if ev.Removed {
-					delete(w.locks, id)
-					delete(w.quiet, id)
+					w.forget(id)
 				}
 			}
 		case <-tick.C:
@@ -202,18 +219,52 @@ func (w *Watchdog) rescanLocks() error {
 		}
 	}
 	w.locks = locks
-	now := time.Now()
+	now := w.cfg.Now()
 	for id, until := range w.quiet {
 		if now.After(until) {
 			delete(w.quiet, id)
 		}
 	}
+	for key := range w.seen {
+		if id, ok := strings.CutPrefix(key, "lock/"); ok && !locks[id] {
+			delete(w.seen, key)
+			delete(w.waiting, id)
+		}
+	}
 	return nil
+}
+
+// forget drops what the watchdog knew of id's lock (it is gone).
+func (w *Watchdog) forget(id string) {
+	delete(w.locks, id)
+	delete(w.quiet, id)
+	delete(w.seen, "lock/"+id)
+	delete(w.waiting, id)
+}
+
+// observation is what was seen of a lock or job, and since when (the
+// watchdog's clock).
+type observation struct {
+	what  string
+	since time.Time
+}
+
+// unchanged records what is seen under key now and returns how long,
+// on the watchdog's clock, it has been the same. The first sighting
+// counts as a change: a watchdog that just started waits a full period
+// before it judges anything silent.
+func (w *Watchdog) unchanged(key, what string, now time.Time) time.Duration {
+	o, ok := w.seen[key]
+	if !ok || o.what != what {
+		w.seen[key] = observation{what: what, since: now}
+		return 0
+	}
+	return now.Sub(o.since)
 }
 
 // tick checks every known lock, then in-progress/ for jobs without one.
 func (w *Watchdog) tick(ctx context.Context) error {
-	now := time.Now()
+	now := w.cfg.Now()
 	for id := range w.locks {
 		if ctx.Err() != nil {
 			return nil
@@ -238,7 +289,7 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	fi, err := os.Lstat(lock)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			delete(w.locks, id)
+			w.forget(id)
 		} else {
 			w.log.Error().Err(err).Str("job_id", id).Msg("cannot stat lock")
 		}
@@ -257,7 +308,10 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	var verdict, reason string
 	switch {
 	case rerr != nil:
-		age := now.Sub(fi.ModTime())
+		// How long the owner file has been missing or unreadable, on
+		// the watchdog's clock (not the lock's mtime: a clock step would
+		// make a lock being created look old).
+		age := w.unchanged("lock/"+id, "unreadable owner: "+errClass(readErr)+string(raw), now)
 		if age < w.cfg.LockGrace {
 			return // being created: mkdir comes before the owner file
 		}
@@ -275,14 +329,16 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 			reason = fmt.Sprintf("owner died: %s (%s pid %d)", v, owner.Actor, owner.PID)
 			break
 		}
-		silence, ok := w.silence(id, owner.Agent, now)
+		silence, ok := w.silence(id, raw, owner, now)
 		if !ok || silence <= w.cfg.CrashThreshold {
 			return
 		}
 		verdict = VerdictSilent
 		reason = fmt.Sprintf("owner silent: no heartbeat for %s (%s pid %d)", round(silence), owner.Actor, owner.PID)
 	}
-	if verdict != VerdictSilent && !w.handlerGone(id, lock) {
+	// Whatever the verdict, the job leaves in-progress/ only once every
+	// execution of it is gone: a silent holder's handler may well run.
+	if !w.executionsGone(id, lock) {
 		return // checked again next interval
 	}
 	// The lock may have changed hands while it was judged: act only if it
@@ -303,74 +359,70 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 		w.quiet[id] = now.Add(w.cfg.Rescan)
 		return
 	}
-	delete(w.locks, id)
+	w.forget(id)
 }
 
-// handlerGone makes sure that no execution a dead holder started for job
-// id is still running before the job is recovered (and run again): the
-// parent-death signal reaches the handler a moment after its agent died,
-// and never reaches the processes the handler started. It looks for the
-// process group recorded in the lock (job.HandlerFile) and for any process
-// whose environment names the job's directory in this spool
-// (job.EnvJobDir: set for every execution, inherited by what it starts; it
-// also finds a handler whose agent died before recording it). No live
-// holder can be running the job meanwhile: its dead owner's lock is still
-// there. What it finds is sent SIGKILL (what agentd would have done) and
-// the recovery waits for the next check; when that cannot be checked or
-// done, the recovery waits too: a job is never run twice at once.
-func (w *Watchdog) handlerGone(id, lock string) bool {
+// errClass names the kind of a read error, so that an owner file that
+// stays unreadable for the same reason counts as unchanged.
+func errClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
+
+// executionsGone stops whatever still runs of job id (job.StopExecutions)
+// and reports whether it is proven gone. Until then the recovery waits,
+// logged once per job and counted each time.
+func (w *Watchdog) executionsGone(id, lock string) bool {
+	ex := w.spool.StopExecutions(id, lock)
+	if !ex.Waiting {
+		delete(w.waiting, id)
+		return true
+	}
+	metrics.RecoveryWaited()
 	l := w.log.With().Str("job_id", id).Logger()
-	gone := true
-	if h, err := job.ReadHandler(lock); err == nil {
-		alive, gerr := proc.GroupAlive(h)
-		switch {
-		case alive && gerr != nil:
-			l.Error().Err(gerr).Int("handler_pgid", h.PID).Msg("cannot tell whether the dead holder's handler still runs; recovery waits")
-			return false
-		case alive:
-			gone = false
-			if err := syscall.Kill(-h.PID, syscall.SIGKILL); err != nil {
-				l.Error().Err(err).Int("handler_pgid", h.PID).Msg("the dead holder's handler still runs and cannot be killed; recovery waits")
-				return false
-			}
-			l.Warn().Int("handler_pgid", h.PID).Msg("the dead holder's handler still ran: its process group was killed; recovery follows once it is gone")
-		}
+	switch {
+	case ex.Err != nil:
+		l.Error().Err(ex.Err).Ints("killed", ex.Killed).Msg("cannot prove the holder's executions gone; recovery waits")
+	case !w.waiting[id]:
+		l.Warn().Ints("killed", ex.Killed).Msg("an execution of the job still ran: killed; recovery follows once it is gone")
+	default:
+		l.Error().Ints("killed", ex.Killed).Msg("an execution of the job survives SIGKILL (uninterruptible sleep?); the job stays where it is")
 	}
-	pids, err := proc.WithEnv(func(kv []byte) bool { return w.spool.IsExecutionEnv(kv, id) })
-	if err != nil {
-		l.Error().Err(err).Msg("cannot look for the dead holder's handler processes; recovery waits")
-		return false
-	}
-	for _, pid := range pids {
-		gone = false
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			l.Error().Err(err).Int("pid", pid).Msg("a process of the dead holder's execution cannot be killed; recovery waits")
-			continue
-		}
-		l.Warn().Int("pid", pid).Msg("a process of the dead holder's execution still ran: killed; recovery follows once it is gone")
-	}
-	return gone
+	w.waiting[id] = true
+	return false
 }
 
-// silence returns how long the in-progress job id of agent has not
-// heartbeated. ok is false when there is no such running job (the claim
-// has not reached in-progress yet, or a commit is under way).
-func (w *Watchdog) silence(id, agent string, now time.Time) (time.Duration, bool) {
-	if agent == "" || job.ValidateID(agent) != nil {
+// silence returns how long, on the watchdog's clock, the agent holding
+// job id's lock (owner file raw) has shown no sign of life: its claim's
+// job.json in in-progress/<agent>/<id> (heartbeat, status, claim) has not
+// changed. A job that is not there at all under a live agent's lock (a
+// recovery or a commit cut half-way, a claim frozen before its rename)
+// counts as unchanged too, so nothing stays stranded behind a live owner.
+// ok is false for locks held by others than agents (managerd, farroctl:
+// they hold a lock for one short transaction and are left alone).
+func (w *Watchdog) silence(id string, raw []byte, owner job.Owner, now time.Time) (time.Duration, bool) {
+	if owner.Agent == "" || job.ValidateID(owner.Agent) != nil {
 		return 0, false
 	}
-	j, err := job.ReadJob(w.spool.JobDir(job.InProgress, agent, id))
-	if err != nil || j.Status != job.InProgress {
-		return 0, false
+	seen := "absent"
+	j, err := job.ReadJob(w.spool.JobDir(job.InProgress, owner.Agent, id))
+	switch {
+	case err == nil:
+		hb := ""
+		if j.LastHeartbeat != nil {
+			hb = j.LastHeartbeat.Format(time.RFC3339Nano)
+		}
+		seen = string(j.Status) + " " + j.ClaimToken + " " + hb
+	case !errors.Is(err, fsq.ErrVanished):
+		seen = "unreadable: " + errClass(err)
 	}
-	last := j.LastHeartbeat
-	if last == nil {
-		last = j.StartedAt
-	}
-	if last == nil {
-		return 0, false
-	}
-	return now.Sub(*last), true
+	return w.unchanged("lock/"+id, string(raw)+"\n"+seen, now), true
 }
 
 // quarantineLock moves a non-directory planted as a lock (a symlink or a
@@ -399,6 +451,14 @@ func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
 		return err
 	}
 	var errs []error
+	present := map[string]bool{}
+	defer func() {
+		for key := range w.seen {
+			if strings.HasPrefix(key, "job/") && !present[key] && ctx.Err() == nil {
+				delete(w.seen, key)
+			}
+		}
+	}()
 	for _, agent := range agents.Dirs {
 		ents, err := fsq.ScanDir(w.spool.AgentDir(agent))
 		if err != nil {
@@ -418,12 +478,10 @@ func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			fi, err := os.Lstat(w.spool.JobDir(job.InProgress, agent, id))
-			if err != nil {
-				continue
-			}
-			if age := now.Sub(fi.ModTime()); age < w.cfg.LockGrace {
-				continue
+			key := "job/" + agent + "/" + id
+			present[key] = true
+			if w.unchanged(key, "no lock", now) < w.cfg.LockGrace {
+				continue // a claim or recovery may be under way
 			}
 			reason := fmt.Sprintf("owner died: in-progress job has no lock (agent %s)", agent)
 			out, err := w.spool.Reconcile(id, Actor, reason)

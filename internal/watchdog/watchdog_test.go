@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,9 +27,38 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type syncBuffer = logxtest.Buffer
 
 type env struct {
-	s   *job.Spool
-	w   *Watchdog
-	log *syncBuffer
+	s     *job.Spool
+	w     *Watchdog
+	log   *syncBuffer
+	clock *clock
+}
+
+// clock is the watchdog's clock in tests: it moves only when told to, so
+// a test steps through minutes of the watchdog's time without sleeping.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// after runs a pass, lets d pass on the watchdog's clock, and runs
+// another: what the first pass saw has then been unchanged for d.
+func (e *env) after(t *testing.T, d time.Duration) {
+	t.Helper()
+	e.runOnce(t)
+	e.clock.Advance(d)
+	e.runOnce(t)
 }
 
 // setup opens a fresh spool on the real filesystem and a watchdog over it.
@@ -38,7 +69,11 @@ func setup(t *testing.T, cfg Config) *env {
 		t.Fatalf("Open: %v", err)
 	}
 	lb := &syncBuffer{}
-	return &env{s: s, w: New(s, cfg, logx.New(lb, Actor, "debug")), log: lb}
+	ck := &clock{now: time.Now()}
+	if cfg.Now == nil {
+		cfg.Now = ck.Now
+	}
+	return &env{s: s, w: New(s, cfg, logx.New(lb, Actor, "debug")), log: lb, clock: ck}
 }
 
 var holder = job.Holder{Actor: "agentd/t1", Agent: "t1"}
@@ -197,6 +232,9 @@ func TestSilentOwnerGoesStale(t *testing.T) {
 	}{
 		{"old-heartbeat", func(j *job.Job, old time.Time) { j.LastHeartbeat = &old }},
 		{"no-heartbeat-old-start", func(j *job.Job, old time.Time) { j.LastHeartbeat, j.StartedAt = nil, &old }},
+		// The agent's wall clock was stepped back an hour: its last
+		// heartbeat is stamped in the future, and it is silent all the same.
+		{"heartbeat-in-the-future", func(j *job.Job, _ time.Time) { f := time.Now().Add(time.Hour); j.LastHeartbeat = &f }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -204,7 +242,7 @@ func TestSilentOwnerGoesStale(t *testing.T) {
 			e.claim(t, "j3")
 			old := time.Now().Add(-31 * time.Second).UTC()
 			patch(t, e.s.JobDir(job.InProgress, holder.Agent, "j3"), func(j *job.Job) { tc.patch(j, old) })
-			e.runOnce(t)
+			e.after(t, 31*time.Second)
 			st, j := e.where(t, "j3")
 			want := "owner silent: no heartbeat for 31s (agentd/t1 pid " + itoa(os.Getpid()) + ")"
 			if st != job.Stale || j.Reason != want {
@@ -226,7 +264,7 @@ func TestHeartbeatJustUnderTheThresholdIsNotSilent(t *testing.T) {
 	e.claim(t, "j4")
 	hb := time.Now().Add(-25 * time.Second).UTC()
 	patch(t, e.s.JobDir(job.InProgress, holder.Agent, "j4"), func(j *job.Job) { j.LastHeartbeat = &hb })
-	e.runOnce(t)
+	e.after(t, 25*time.Second)
 	if st, _ := e.where(t, "j4"); st != job.InProgress || !e.locked("j4") {
 		t.Fatalf("state %s locked %v", st, e.locked("j4"))
 	}
@@ -250,8 +288,7 @@ func TestLockWithoutOwnerFile(t *testing.T) {
 			if err := os.Remove(filepath.Join(lock, fsq.OwnerFile)); err != nil {
 				t.Fatal(err)
 			}
-			age(t, lock, tc.age)
-			e.runOnce(t)
+			e.after(t, tc.age)
 			st, j := e.where(t, "j5")
 			if st != tc.wantState {
 				t.Fatalf("state %s, want %s", st, tc.wantState)
@@ -309,8 +346,7 @@ func TestInProgressJobWithoutLock(t *testing.T) {
 			if err := fsq.Unlock(e.s.LockPath("j7")); err != nil {
 				t.Fatal(err)
 			}
-			age(t, e.s.JobDir(job.InProgress, holder.Agent, "j7"), tc.age)
-			e.runOnce(t)
+			e.after(t, tc.age)
 			st, j := e.where(t, "j7")
 			if st != tc.wantState {
 				t.Fatalf("state %s, want %s", st, tc.wantState)
@@ -492,4 +528,94 @@ func findTransition(t *testing.T, lb *syncBuffer, id string, from, to job.State)
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// A wall-clock step on the agent's host, an hour forward or back, while
+// it keeps heartbeating: its heartbeats carry odd timestamps but keep
+// changing, so the watchdog (which measures silence on its own clock)
+// never requeues the job; an hour of the watchdog's time without a change
+// does.
+func TestClockStepNeitherRequeuesNorHides(t *testing.T) {
+	t.Parallel()
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, Config{CrashThreshold: 3 * time.Second})
+			e.claim(t, "j")
+			dir := e.s.JobDir(job.InProgress, holder.Agent, "j")
+			for i := range 20 {
+				hb := time.Now().Add(step + time.Duration(i)*time.Millisecond).UTC()
+				patch(t, dir, func(j *job.Job) { j.LastHeartbeat = &hb })
+				e.runOnce(t)
+				e.clock.Advance(2 * time.Second) // heartbeats every 2s of real time
+			}
+			if st, _ := e.where(t, "j"); st != job.InProgress || !e.locked("j") {
+				t.Fatalf("a heartbeating job with a stepped clock: state %s, locked %v", st, e.locked("j"))
+			}
+			// The agent then freezes: its last heartbeat stays.
+			e.after(t, 4*time.Second)
+			if st, _ := e.where(t, "j"); st != job.Stale {
+				t.Fatalf("a frozen agent with a stepped clock: state %s, want stale", st)
+			}
+		})
+	}
+}
+
+// A silent holder's handler still runs (it has a process group of its
+// own, and its frozen agent cannot stop it): the job leaves in-progress/
+// only after the watchdog has killed that group and seen it gone, so the
+// next attempt never overlaps this one.
+func TestSilentOwnersHandlerIsStoppedBeforeRecovery(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{CrashThreshold: 3 * time.Second})
+	c := e.claim(t, "j")
+	handler := exec.Command("sleep", "600")
+	handler.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := handler.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = handler.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = syscall.Kill(-handler.Process.Pid, syscall.SIGKILL); <-exited })
+	id, err := proc.Of(handler.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RecordHandler(id); err != nil {
+		t.Fatal(err)
+	}
+	e.after(t, 4*time.Second) // silent: the handler is killed, the job waits
+	if st, _ := e.where(t, "j"); st != job.InProgress || !e.locked("j") {
+		t.Fatalf("the job left in-progress/ (%s) while its handler could still run", st)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent holder's handler was not killed")
+	}
+	e.runOnce(t)
+	if st, _ := e.where(t, "j"); st != job.Stale || e.locked("j") {
+		t.Fatalf("after the handler is gone: state %s locked %v, want stale and unlocked", st, e.locked("j"))
+	}
+	if err := c.Heartbeat(); !job.Superseded(err) {
+		t.Fatalf("the woken holder's heartbeat = %v, want superseded", err)
+	}
+}
+
+// A recovery cut after its first rename leaves the job in stale/ with
+// status in-progress behind its live holder's lock: the holder finds its
+// job gone and stops, and the next pass past the threshold finishes the
+// recovery instead of leaving it stranded until the agent exits.
+func TestHalfDoneRecoveryBehindLiveOwnerIsFinished(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{CrashThreshold: 3 * time.Second})
+	c := e.claim(t, "j")
+	if err := fsq.Rename(c.Envelope().Runtime.Dir, e.s.JobDir(job.Stale, "", "j")); err != nil {
+		t.Fatal(err)
+	}
+	e.after(t, 4*time.Second)
+	st, j := e.where(t, "j")
+	if st != job.Stale || j.Status != job.Stale || e.locked("j") {
+		t.Fatalf("state %s status %s locked %v; want stale, stale, unlocked", st, j.Status, e.locked("j"))
+	}
 }

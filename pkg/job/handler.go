@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,4 +85,57 @@ func ReadHandler(lock string) (proc.Identity, error) {
 		return id, fmt.Errorf("handler file: %w", err)
 	}
 	return id, nil
+}
+
+// Executions says what StopExecutions found of a job's executions.
+type Executions struct {
+	Killed  []int // processes (or, for the recorded handler, its group id) sent SIGKILL now
+	Waiting bool  // something still runs (just killed, or unkillable): recovery must wait
+	Err     error // what could not be checked or done (Waiting is then true)
+}
+
+// StopExecutions makes sure that no execution of job id started under
+// the claim lock at lock is still running, before the job leaves
+// in-progress/ and may run again: whatever the holder's verdict (dead, or
+// silent: frozen, stalled, its clock stepped), its handler may still run
+// (a handler has a process group of its own, and the parent-death signal
+// never reaches its children). It looks for the process group recorded in
+// the lock (HandlerFile) and for every process whose environment names
+// the job's directory in this spool (EnvJobDir: inherited by whatever an
+// execution starts, and set before a handler is recorded). What it finds
+// is sent SIGKILL. Gone means proven gone: when anything was found, or
+// cannot be checked, Waiting is true and the caller tries again later. A
+// process in uninterruptible sleep stays found until its I/O returns, and
+// the job stays where it is meanwhile: a job is never run twice at once.
+//
+// Every recoverer of a claim lock calls it: watchdogd and farroctl fsck
+// --repair.
+func (s *Spool) StopExecutions(id, lock string) Executions {
+	var ex Executions
+	if h, err := ReadHandler(lock); err == nil {
+		alive, gerr := proc.GroupAlive(h)
+		switch {
+		case alive && gerr != nil:
+			return Executions{Waiting: true, Err: fmt.Errorf("handler group %d: %w", h.PID, gerr)}
+		case alive:
+			ex.Waiting = true
+			if err := syscall.Kill(-h.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return Executions{Waiting: true, Err: fmt.Errorf("kill handler group %d: %w", h.PID, err)}
+			}
+			ex.Killed = append(ex.Killed, h.PID)
+		}
+	}
+	pids, err := proc.WithEnv(func(kv []byte) bool { return s.IsExecutionEnv(kv, id) })
+	if err != nil {
+		return Executions{Waiting: true, Killed: ex.Killed, Err: fmt.Errorf("look for executions: %w", err)}
+	}
+	for _, pid := range pids {
+		ex.Waiting = true
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			ex.Err = errors.Join(ex.Err, fmt.Errorf("kill %d: %w", pid, err))
+			continue
+		}
+		ex.Killed = append(ex.Killed, pid)
+	}
+	return ex
 }

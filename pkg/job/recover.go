@@ -216,6 +216,16 @@ func (s *Spool) recoverJob(id, actor, why string) (Outcome, error) {
 		out.Action, out.From, out.To = ActionRolledForward, InProgress, j.Status
 		return out, s.renameTo(loc.Dir, j.Status, id)
 	}
+	if j.Status.Terminal() {
+		// A terminal status wins wherever the job sits: an outcome once
+		// written is never undone, and the job never runs again.
+		out.Action, out.From, out.To = ActionRolledForward, loc.State, j.Status
+		return out, s.renameTo(loc.Dir, j.Status, id)
+	}
+	if !CanTransition(j.Status, loc.State) {
+		// Neither way is a legal transition: no repair can be trusted.
+		return s.quarantineOutcome(out, loc.Dir, fmt.Errorf("%w: status %s in directory %s/: no legal transition either way", ErrCorrupt, j.Status, loc.State.Dir()))
+	}
 	out.Action, out.From, out.To = ActionRepaired, j.Status, loc.State
 	out.Detail = fmt.Sprintf("status %s did not match directory %s/", j.Status, loc.State.Dir())
 	_, err = s.rewrite(j, loc.Dir, loc.State, actor, "status repaired to match its directory", nil)

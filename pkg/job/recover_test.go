@@ -313,3 +313,44 @@ func TestRecoverSchemaMismatchLeavesJob(t *testing.T) {
 		t.Fatalf("lock removed despite the failed recovery: %v", err)
 	}
 }
+
+// Recovery's repairs follow the legal-transitions map: a terminal status
+// found in a non-terminal directory is rolled forward to its own
+// directory (it never runs again), and a status that no legal transition
+// links with its directory is quarantined, never rewritten.
+func TestRecoveryRepairsOnlyLegally(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		dir, status job.State
+		want        job.State // where the job must end; "" = corrupt/
+	}{
+		{job.Queued, job.Succeeded, job.Succeeded},
+		{job.Held, job.Succeeded, job.Succeeded},
+		{job.Deferred, job.Succeeded, job.Succeeded},
+		{job.Failed, job.Succeeded, job.Succeeded},
+		{job.Held, job.Killed, job.Killed},
+		{job.Deferred, job.Stale, job.Deferred}, // stale -> deferred is legal
+		{job.Deferred, job.Held, job.Held},      // deferred -> held: rolled forward
+		{job.Failed, job.Held, ""},              // failed -> held is not legal, nor back
+	} {
+		t.Run(string(tc.status)+"-in-"+string(tc.dir), func(t *testing.T) {
+			t.Parallel()
+			s := setup(t)
+			place(t, s, tc.dir, "", "j1", tc.status, nil)
+			if _, err := s.Reconcile("j1", "watchdogd", "startup"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if _, err := s.Locate("j1"); !errors.Is(err, job.ErrNotFound) {
+					t.Fatalf("not quarantined: %v", err)
+				}
+				return
+			}
+			dir := s.JobDir(tc.want, "", "j1")
+			only(t, s, "j1", dir)
+			if j := readJob(t, dir); j.Status != tc.want {
+				t.Fatalf("status %s in %s/", j.Status, tc.want)
+			}
+		})
+	}
+}
