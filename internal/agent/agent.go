@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,6 +215,9 @@ func (a *Agent) claimFailed(id string, err error) {
 	case errors.Is(err, job.ErrCorrupt):
 		l.Error().Err(err).Msg("job quarantined to corrupt/")
 		a.idx.forget(id, false)
+	case errors.Is(err, job.ErrControlled):
+		l.Info().Err(err).Msg("job not run: an operator's request for its last attempt was applied")
+		a.idx.forget(id, false)
 	default:
 		l.Error().Err(err).Msg("claim failed")
 		a.idx.refuse(id)
@@ -300,7 +301,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 				l.Warn().Err(err).Msg("heartbeat failed")
 			}
 		case <-poll.C:
-			ctl, err := job.ReadControl(dir)
+			ctl, err := c.PendingControl()
 			if err != nil {
 				l.Warn().Err(err).Msg("unreadable control request ignored")
 				continue
@@ -320,6 +321,14 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 	var to job.State
 	var reason string
 	mutate := func(j *job.Job) { j.ExitCode = res.ExitCode }
+	if !errors.As(cause, &ctl) && !errors.Is(cause, errLost) {
+		// A request that came while the handler was finishing still
+		// wins: it was acknowledged to the operator.
+		if p, err := c.PendingControl(); err == nil && p != nil {
+			l.Info().Str("action", p.Action).Str("requested_by", p.Actor).Msg("operator request arrived as the handler finished: applied")
+			cause = controlCause{p}
+		}
+	}
 	switch {
 	case errors.Is(cause, errLost):
 		l.Warn().Msg("job was taken away by recovery while running; not committing")
@@ -336,7 +345,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 			reason += ": " + ctl.c.Reason
 		}
 		fsq.CrashPoint("agent/remove-control:before", ctl.c.Action) // for test/crash; no-op in release builds
-		if err := os.Remove(filepath.Join(dir, job.ControlFile)); err != nil && !os.IsNotExist(err) {
+		if err := c.DropControl(); err != nil {
 			l.Warn().Err(err).Msg("remove control request")
 		}
 	case errors.Is(cause, errDrain):

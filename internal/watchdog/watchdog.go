@@ -100,8 +100,8 @@ type Watchdog struct {
 	cfg   Config
 	log   zerolog.Logger
 
-	locks   map[string]bool      // ids whose lock incoming/<id>.lock exists
-	quiet   map[string]time.Time // ids whose recovery failed: not retried before
+	locks map[string]bool      // ids whose lock incoming/<id>.lock exists
+	quiet map[string]time.Time // ids whose recovery failed: not retried before
 	// seen is what the watchdog last observed of each lock (and of each
 	// lockless in-progress job), and since when on its own clock: a
 	// holder is silent when what it must keep changing (its heartbeat)

@@ -3,9 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -54,6 +52,7 @@ func (c *Claimed) Envelope() Envelope {
 // keeps, recovery rolls the claim back (docs/RELIABILITY.md).
 //
 // Errors: fsq.ErrLocked (someone else has it), fsq.ErrVanished (gone),
+// ErrControlled (an operator's pending request was applied instead),
 // ErrSchema (lock released, job left in place), ErrState (status not
 // queued; lock released), ErrCorrupt (quarantined to corrupt/).
 func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
@@ -86,6 +85,18 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w: status is %s in incoming/", id, ErrState, j.Status)
 	}
+	// An operator's request for the last attempt (it was released as the
+	// request arrived) is applied instead of running the job again.
+	if to, reason, _, ok := pendingControl(src, Queued, j); ok && to != Queued {
+		if err := dropControl(src); err == nil {
+			_, err = s.apply(j, src, to, h.Actor, reason, nil)
+		}
+		_ = fsq.Unlock(lock)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: applying an operator's request: %w", id, err)
+		}
+		return nil, fmt.Errorf("claim %s: %w: moved to %s (%s)", id, ErrControlled, to, reason)
+	}
 	prompt, err := ReadPrompt(src)
 	if err != nil {
 		_, qerr := s.Quarantine(src, err.Error())
@@ -103,13 +114,14 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		_ = fsq.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
-	// A control request left over from an earlier attempt (it arrived while
-	// that attempt was committing) must not stop this one. None for this
-	// attempt can exist yet: RequestControl refuses a job whose status is
-	// not in-progress. The barrier below makes the removal durable.
-	if err := os.Remove(filepath.Join(dst, ControlFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// A control request that travelled here (it arrived while the last
+	// attempt was released) is removed: Claim applied it above if it was
+	// for that attempt. None for this attempt can exist yet:
+	// RequestControl refuses a job whose status is not in-progress. The
+	// barrier below makes the removal durable.
+	if err := dropControl(dst); err != nil {
 		_ = fsq.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
-		return nil, fmt.Errorf("claim %s: remove stale control request: %w", id, err)
+		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
 	now := time.Now().UTC()
 	nj := j.Clone()

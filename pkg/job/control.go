@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -34,15 +35,34 @@ const (
 // names.
 //
 // A request can reach a job that is just finishing, and then travels with
-// it out of in-progress/. A request whose RequestedAt is before the job's
-// started_at therefore belongs to an earlier attempt: agents ignore (and
-// remove) it; farroctl fsck removes requests found outside in-progress/.
+// it out of in-progress/. It names the attempt it was made for (its claim
+// token), and is applied exactly once by whoever finds it next: the agent
+// (before it commits), Move (managerd's retries, an operator's action) or
+// Claim (a released job). A request for another attempt is discarded.
 type Control struct {
 	Action string `json:"action"` // ControlHold, ControlCancel or ControlKill
 	Actor  string `json:"actor"`  // who asked, e.g. farroctl
 	Reason string `json:"reason"` // optional operator note, appended to the reason
 	// RequestedAt is when the operator asked.
 	RequestedAt time.Time `json:"requested_at"`
+	// ClaimToken and Attempt name the attempt the request was made for
+	// (job.json's claim_token and attempts when it was written).
+	// Whoever finds the request applies it if job.json still carries
+	// that token (the attempt may have finished, been recovered or
+	// released meanwhile: the request still holds), and discards it
+	// otherwise.
+	ClaimToken string `json:"claim_token,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+}
+
+// For reports whether the request was made for j's current or last
+// attempt. A request without a token (written by an older farro) counts
+// when it was made after that attempt started.
+func (c Control) For(j *Job) bool {
+	if c.ClaimToken != "" {
+		return c.ClaimToken == j.ClaimToken
+	}
+	return j.StartedAt != nil && !c.RequestedAt.Before(*j.StartedAt)
 }
 
 // Target is the state and reason the agent commits when it honours c:
@@ -98,6 +118,7 @@ func (s *Spool) RequestControl(agent, id string, c Control) error {
 		// and travel with the job. Let the caller locate it again.
 		return fmt.Errorf("control %s: job is finishing (status %s): %w", id, j.Status, fsq.ErrVanished)
 	}
+	c.ClaimToken, c.Attempt = j.ClaimToken, j.Attempts
 	b, _ := json.MarshalIndent(c, "", "  ")
 	fsq.CrashPoint("control/write:before", c.Action) // for test/crash; no-op in release builds
 	if err := fsq.WriteFile(filepath.Join(dir, ControlFile), append(b, '\n')); err != nil {
@@ -125,4 +146,30 @@ func ReadControl(dir string) (*Control, error) {
 		return nil, fmt.Errorf("control: %s: unknown action %q", filepath.Join(dir, ControlFile), c.Action)
 	}
 	return &c, nil
+}
+
+// pendingControl reads the control request in the job directory dir and
+// says what it asks of j: the target state and reason when it was made
+// for j's attempt and that state is reachable from from; ok false
+// otherwise (no request, another attempt's, or nothing legal to do). The
+// caller holds the job's lock.
+func pendingControl(dir string, from State, j *Job) (to State, reason string, c *Control, ok bool) {
+	c, err := ReadControl(dir)
+	if err != nil || c == nil || !c.For(j) {
+		return "", "", c, false
+	}
+	to, reason, _ = c.Target()
+	if from != to && !CanTransition(from, to) {
+		return "", "", c, false
+	}
+	return to, reason, c, true
+}
+
+// dropControl removes the control request of the job directory dir (made
+// durable by the caller's next fsync of dir).
+func dropControl(dir string) error {
+	if err := os.Remove(filepath.Join(dir, ControlFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove control request: %w", err)
+	}
+	return nil
 }

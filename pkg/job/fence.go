@@ -75,3 +75,34 @@ func (c *Claimed) unlockIfHeld() error {
 func Superseded(err error) bool {
 	return errors.Is(err, ErrFenced) || errors.Is(err, fsq.ErrVanished)
 }
+
+// PendingControl returns the operator's request (control.json) made for
+// this claim, or nil. A request for another claim is not this one's.
+func (c *Claimed) PendingControl() (*Control, error) {
+	c.mu.Lock()
+	dir, j := c.env.Runtime.Dir, c.env.Lifecycle
+	c.mu.Unlock()
+	ctl, err := ReadControl(dir)
+	if err != nil || ctl == nil {
+		return nil, err
+	}
+	if ctl.ClaimToken != "" && ctl.ClaimToken != c.token {
+		return nil, nil
+	}
+	if ctl.ClaimToken == "" && !ctl.For(j) {
+		return nil, nil
+	}
+	return ctl, nil
+}
+
+// DropControl removes the control request that this claim is honouring
+// (the commit that follows applies it). It is fenced like every write of
+// a claim.
+func (c *Claimed) DropControl() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fence(); err != nil {
+		return err
+	}
+	return dropControl(c.env.Runtime.Dir)
+}

@@ -49,6 +49,9 @@ var (
 	ErrDuplicate = errors.New("job id exists")
 	// ErrNotFound: no job with this ID.
 	ErrNotFound = errors.New("job not found")
+	// ErrControlled: a claim found an operator's request for the job's
+	// last attempt and applied it (held or killed) instead of running it.
+	ErrControlled = errors.New("operator's request applied")
 )
 
 // Job is the lifecycle part of the envelope: the content of job.json.

@@ -14,6 +14,10 @@ import (
 // that it never races an agent or another mover. mutate may adjust the job
 // (it sees the new status already set) and may veto by returning an error.
 //
+// A control request (control.json) made for the job's last attempt wins
+// over to: the job goes where the request says, and the returned job
+// shows it. Any control request is removed.
+//
 // Errors: fsq.ErrLocked (busy: try later), fsq.ErrVanished (not there),
 // ErrState (its status is not from), ErrIllegal, ErrCorrupt (quarantined).
 func (s *Spool) Move(id string, from, to State, actor, reason string, mutate func(*Job) error) (*Job, error) {
@@ -52,6 +56,23 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	}
 	if j.Status != from {
 		return nil, fmt.Errorf("move %s: %w: status is %s in %s/", id, ErrState, j.Status, from.Dir())
+	}
+	// An operator's request for the job's last attempt that arrived as
+	// that attempt finished wins over the mover's plan: it was
+	// acknowledged, so it is applied now, exactly once.
+	// One it cannot apply from here (hold of a failed job) travels on
+	// with the job and is applied at its next move or claim.
+	cto, creason, ctl, ok := pendingControl(src, from, j)
+	switch {
+	case ok && cto == from:
+		return nil, fmt.Errorf("move %s: %w: an operator's request keeps it %s", id, ErrState, from)
+	case ok:
+		to, reason, mutate = cto, creason, nil
+	}
+	if ok || ctl == nil || !ctl.For(j) {
+		if err := dropControl(src); err != nil {
+			return nil, fmt.Errorf("move %s: %w", id, err)
+		}
 	}
 	return s.apply(j, src, to, actor, reason, mutate)
 }
