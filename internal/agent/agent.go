@@ -264,7 +264,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 				l.Warn().Err(err).Int("pid", pid).Msg("cannot record the handler in the job's lock")
 			}
 		}
-		res = h.Run(hctx, Task{Env: env, Started: started})
+		res = h.Run(hctx, Task{Env: env, Started: started, Fence: c.Fence})
 	}
 	cause := context.Cause(hctx)
 	stop(nil)

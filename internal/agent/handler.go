@@ -21,6 +21,18 @@ type Task struct {
 	// starts for the job (the leader of its own process group), so that
 	// it is recorded in the job's lock for recovery.
 	Started func(pid int)
+	// Fence, if set, proves that the claim is still current (see
+	// job.Claimed.Fence). A handler calls it (through Fenced) right
+	// before it puts its output in place in the job directory.
+	Fence func() error
+}
+
+// Fenced returns Fence's verdict, or nil when the task has no fence.
+func (t Task) Fenced() error {
+	if t.Fence == nil {
+		return nil
+	}
+	return t.Fence()
 }
 
 // Result is a handler's outcome. A nil Err means succeeded.

@@ -74,7 +74,7 @@ func (h *Handler) Run(ctx context.Context, t agent.Task) agent.Result {
 	var body *fsq.Staged
 	err = h.fetch(ctx, st, &p, art, &body)
 	count(art) // farro_crawl_* metrics (metrics.go)
-	if werr := h.store(t.Env.Runtime.Dir, art, body); werr != nil {
+	if werr := h.store(t, art, body); werr != nil {
 		return agent.Result{Err: werr}
 	}
 	return agent.Result{Err: err}
@@ -85,16 +85,22 @@ func (h *Handler) Run(ctx context.Context, t agent.Task) agent.Result {
 // directory: both are staged, the barrier makes them durable, then each
 // is renamed into place. The agent's commit makes the renames durable
 // before the job is seen to have succeeded.
-func (h *Handler) store(dir string, art *crawl.Artifact, body *fsq.Staged) error {
+func (h *Handler) store(t agent.Task, art *crawl.Artifact, body *fsq.Staged) error {
 	if body != nil {
 		defer body.Discard()
 	}
-	res, err := crawl.StageResult(dir, art)
+	res, err := crawl.StageResult(t.Env.Runtime.Dir, art)
 	if err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
 	defer res.Discard()
 	if err := h.Spool.Sync(); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	// A claim superseded while it fetched (its agent was frozen past the
+	// crash threshold) puts nothing in place: the directory may be a
+	// newer claim's.
+	if err := t.Fenced(); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
 	if body != nil {

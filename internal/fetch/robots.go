@@ -46,6 +46,9 @@ func (rh *RobotsHandler) Run(ctx context.Context, t agent.Task) agent.Result {
 	if ctx.Err() != nil {
 		return agent.Result{Err: fmt.Errorf("robots.txt of %s: stopped: %w", p.Origin, context.Cause(ctx))}
 	}
+	if err := t.Fenced(); err != nil {
+		return agent.Result{Err: fmt.Errorf("write result: %w", err)}
+	}
 	if err := crawl.WriteResult(t.Env.Runtime.Dir, art); err != nil {
 		return agent.Result{Err: fmt.Errorf("write result: %w", err)}
 	}

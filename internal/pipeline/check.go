@@ -112,7 +112,11 @@ func (h *CheckHandler) Run(ctx context.Context, t agent.Task) agent.Result {
 	}
 	res, err := h.check(ctx, &p)
 	if res != nil {
-		if werr := crawl.WriteResult(t.Env.Runtime.Dir, res); werr != nil && err == nil {
+		werr := t.Fenced()
+		if werr == nil {
+			werr = crawl.WriteResult(t.Env.Runtime.Dir, res)
+		}
+		if werr != nil && err == nil {
 			err = fmt.Errorf("write result: %w", werr)
 		}
 	}

@@ -106,3 +106,16 @@ func (c *Claimed) DropControl() error {
 	}
 	return dropControl(c.env.Runtime.Dir)
 }
+
+// Fence proves that this claim is still the job's current one (its lock
+// and job.json carry its token), for a handler about to put its output in
+// place: a handler of a superseded claim must write nothing into the job
+// directory, which may by now be a newer claim's. Test with Superseded.
+func (c *Claimed) Fence() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return fmt.Errorf("%s: already committed: %w", c.env.Lifecycle.ID, ErrFenced)
+	}
+	return c.fence()
+}

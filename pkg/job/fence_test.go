@@ -50,6 +50,8 @@ func TestStaleClaimWritesNothing(t *testing.T) {
 		"commit-stale":      func(c *job.Claimed) error { return c.Commit(job.Stale, "", nil) },
 		"commit-queued":     func(c *job.Claimed) error { return c.Commit(job.Queued, "released", nil) },
 		"record-handler":    func(c *job.Claimed) error { return c.RecordHandler(selfIdentity()) },
+		"drop-control":      func(c *job.Claimed) error { return c.DropControl() },
+		"handler-output":    func(c *job.Claimed) error { return c.Fence() },
 		"heartbeat-twice":   func(c *job.Claimed) error { _ = c.Heartbeat(); return c.Heartbeat() },
 		"commit-after-fail": func(c *job.Claimed) error { _ = c.Commit(job.Failed, "", nil); return c.Commit(job.Succeeded, "", nil) },
 	}
