@@ -219,8 +219,9 @@ func (a *Agent) claimFailed(id string, err error) {
 		l.Info().Err(err).Msg("job not run: an operator's request for its last attempt was applied")
 		a.idx.forget(id, false)
 	default:
-		l.Error().Err(err).Msg("claim failed")
-		a.idx.refuse(id)
+		// Not the job's fault (a full disk, an I/O error): retried soon.
+		l.Error().Err(err).Msg("claim failed; retrying shortly")
+		a.idx.retryLater(id)
 	}
 }
 

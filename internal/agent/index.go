@@ -165,10 +165,17 @@ func (x *index) forget(id string, recheckLock bool) {
 // refuse drops id and skips it for a while (a job this agent cannot
 // process: unknown schema, status not queued). It is retried after skipFor
 // or when its directory changes.
-func (x *index) refuse(id string) {
+func (x *index) refuse(id string) { x.skipUntil(id, time.Now().Add(x.skipFor)) }
+
+// retryLater drops id and skips it for a short while: its claim failed
+// for a reason of the moment (a full disk, an I/O error), not of the job.
+// It is retried at the first rescan after that.
+func (x *index) retryLater(id string) { x.skipUntil(id, time.Now().Add(time.Second)) }
+
+func (x *index) skipUntil(id string, until time.Time) {
 	x.mu.Lock()
 	delete(x.known, id)
-	x.skip[id] = time.Now().Add(x.skipFor)
+	x.skip[id] = until
 	x.mu.Unlock()
 }
 
