@@ -308,10 +308,13 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	var verdict, reason string
 	switch {
 	case rerr != nil:
-		// How long the owner file has been missing or unreadable, on
-		// the watchdog's clock (not the lock's mtime: a clock step would
-		// make a lock being created look old).
-		age := w.unchanged("lock/"+id, "unreadable owner: "+errClass(readErr)+string(raw), now)
+		// How long the owner file has been missing or unreadable: seen
+		// so on the watchdog's clock, or the lock's age by its mtime
+		// (what a watchdog that just started, e.g. after a power cut,
+		// has to go by). A forward wall-clock step can make a lock
+		// being created look old; recovering it then only fails that
+		// claim, whose owner write finds the lock gone.
+		age := max(w.unchanged("lock/"+id, "unreadable owner: "+errClass(readErr)+string(raw), now), time.Since(fi.ModTime()))
 		if age < w.cfg.LockGrace {
 			return // being created: mkdir comes before the owner file
 		}
@@ -480,7 +483,11 @@ func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
 			}
 			key := "job/" + agent + "/" + id
 			present[key] = true
-			if w.unchanged(key, "no lock", now) < w.cfg.LockGrace {
+			age := w.unchanged(key, "no lock", now)
+			if fi, err := os.Lstat(w.spool.JobDir(job.InProgress, agent, id)); err == nil {
+				age = max(age, time.Since(fi.ModTime())) // as for a lock without owner
+			}
+			if age < w.cfg.LockGrace {
 				continue // a claim or recovery may be under way
 			}
 			reason := fmt.Sprintf("owner died: in-progress job has no lock (agent %s)", agent)

@@ -159,7 +159,9 @@ func runLiveness(t *testing.T, c *cluster, wrap []string, cases []livenessCase) 
 			return nil
 		})
 	}
-	c.startWrapped("watchdogd", "watchdogd", wrap, "--interval", "50ms", "--lock-grace", "10s", "--crash-threshold", "1h", "--rescan", "1s")
+	// The grace is far longer than the test, so that the fresh ownerless
+	// lock stays fresh however loaded the machine is.
+	c.startWrapped("watchdogd", "watchdogd", wrap, "--interval", "50ms", "--lock-grace", "60s", "--crash-threshold", "1h", "--rescan", "1s")
 	recovered := func(id string) bool {
 		st, _ := c.state(id)
 		_, err := os.Lstat(c.spool.LockPath(id))
