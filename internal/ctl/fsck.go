@@ -214,7 +214,7 @@ func (ck *checker) locks(byID map[string][]entry, dups map[string]bool) error {
 				Action: "recover the job (roll its half-done transaction forward or back) and remove the lock",
 				fix:    ck.recoverLock(id, li, why)})
 		case li.Owner != nil && len(byID[id]) == 0 && ck.now.Sub(li.mtime) >= ck.grace:
-			if _, err := ck.s.Locate(id); errors.Is(err, job.ErrNotFound) {
+			if _, err := ck.s.LocateSettled(id, Actor); errors.Is(err, job.ErrNotFound) {
 				ck.add(&Finding{Kind: FindLockNoJob, ID: id, Path: path,
 					Detail: fmt.Sprintf("held for %s by live owner %s pid %d, and there is no job %s", ck.now.Sub(li.mtime).Round(time.Second), li.Owner.Actor, li.Owner.PID, id),
 					Action: "report only: the owner is alive; stop it (its lock goes when it exits and fsck runs again)"})
