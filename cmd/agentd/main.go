@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/farro-dev/farro/internal/fetch"
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/pipeline"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -34,10 +34,7 @@ func main() {
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
 	args, handlerArgs := splitExec(os.Args)
 	app.Metadata = map[string]any{"exec-args": handlerArgs}
-	if err := daemon.Run(app, args); err != nil {
-		fmt.Fprintln(os.Stderr, "agentd:", err)
-		os.Exit(1)
-	}
+	daemon.Exit("agentd", daemon.Run(app, args))
 }
 
 func run(c *cli.Context) error {
@@ -46,6 +43,14 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// One agent id, one process: refused (exit registry.ExitAlreadyRunning)
+	// while another holds agents/<id>.lock.
+	reg, err := registry.AcquireAgent(spool, c.String("id"), registry.Options{
+		Actor: "agentd/" + c.String("id"), Slots: c.Int("concurrency"), Version: daemon.Version})
+	if err != nil {
+		return err
+	}
+	defer reg.Release()
 	var command []string
 	if handlerArgs, _ := c.App.Metadata["exec-args"].([]string); len(handlerArgs) > 0 {
 		command = handlerArgs

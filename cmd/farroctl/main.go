@@ -149,6 +149,23 @@ line is reported on stderr as "line N: reason", and the exit code is then 1.`,
 					return c(cc).Stats(cc.Bool("json"))
 				},
 			},
+			{
+				Name:  "agents",
+				Usage: "list the agents (and managerd, watchdogd) registered in spool/agents/: live or gone, pid, start time, slots, jobs held, last seen",
+				Description: `Every agentd holds an flock on agents/<id>.lock while it runs (managerd and
+watchdogd on agents/daemons/<name>.lock) and keeps agents/<id>.json fresh.
+live: the flock is held; gone: nobody holds it (the record is the last one
+written; "stopped" when the process exited cleanly). JOBS counts the job
+directories in in-progress/<id>/.`,
+				OnUsageError: usageErr,
+				Flags:        []cli.Flag{jsonFlag("print one JSON document: {\"agents\": [...], \"daemons\": [...]}")},
+				Action: func(cc *cli.Context) error {
+					if cc.Args().Present() {
+						return ctl.Usagef("agents takes no arguments")
+					}
+					return c(cc).Agents(ctl.AgentsOptions{JSON: cc.Bool("json")})
+				},
+			},
 			act(ctl.Hold, "pause jobs: queued/deferred -> held; a running job is asked to stop and commit held"),
 			act(ctl.Release, "resume held jobs: held -> queued"),
 			act(ctl.Cancel, "cancel jobs: queued/deferred/held/failed/stale -> killed (\"cancelled\"); a running job is asked to stop"),

@@ -97,6 +97,8 @@ func TestFarroctl(t *testing.T) {
 		}{
 			{"duplicate", `{}`, []string{"submit", "--id", "taken"}, 1},
 			{"unsafe id", `{}`, []string{"submit", "--id", "../../etc"}, 2},
+			{"cancel unsafe id", ``, []string{"cancel", "taken", "a/../b"}, 2},
+			{"show unsafe id", ``, []string{"show", "../../etc"}, 2},
 			{"invalid json", `{"a"`, []string{"submit"}, 2},
 			{"over 1 MiB", big, []string{"submit"}, 2},
 			{"empty", ``, []string{"submit"}, 2},

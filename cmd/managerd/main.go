@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -19,14 +18,12 @@ import (
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/internal/metrics"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 func main() {
-	if err := daemon.Run(newApp(os.Stdout, os.Stderr), os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "managerd:", err)
-		os.Exit(1)
-	}
+	daemon.Exit("managerd", daemon.Run(newApp(os.Stdout, os.Stderr), os.Args))
 }
 
 // newApp builds the command; logs and help go to stdout, usage errors to
@@ -63,6 +60,13 @@ func run(c *cli.Context, stdout io.Writer) error {
 		log.Error().Err(err).Msg("cannot open spool")
 		return err
 	}
+	// One managerd per spool: refused (exit registry.ExitAlreadyRunning)
+	// while another holds agents/daemons/managerd.lock.
+	reg, err := registry.AcquireDaemon(spool, "managerd", registry.Options{Actor: manager.Actor, Version: daemon.Version})
+	if err != nil {
+		return err
+	}
+	defer reg.Release()
 	return daemon.Serve(c.Context, log, "managerd", func(ctx context.Context) error {
 		var m *manager.Manager
 		cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }

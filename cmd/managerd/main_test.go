@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/farro-dev/farro/internal/daemon"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -142,5 +144,25 @@ func TestVersionHelpAndBadFlags(t *testing.T) {
 		if (err != nil) != tc.wantErr || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%v: err %v, output %q", tc.args, err, out)
 		}
+	}
+}
+
+// One managerd per spool: a second one refuses to start, naming the first,
+// with the exit status systemd does not restart.
+func TestSecondInstanceRefused(t *testing.T) {
+	s, err := job.Open(filepath.Join(t.TempDir(), "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := registry.AcquireDaemon(s, "managerd", registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	err = newApp(out, errOut).Run([]string{"managerd", "--spool", s.Root})
+	if err == nil || !strings.HasPrefix(err.Error(), "managerd is already running as pid ") ||
+		daemon.ExitCode(err) != registry.ExitAlreadyRunning {
+		t.Fatalf("second managerd: %v (exit %d)", err, daemon.ExitCode(err))
 	}
 }

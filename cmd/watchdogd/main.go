@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -16,15 +15,13 @@ import (
 
 	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/internal/watchdog"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 func main() {
-	if err := daemon.Run(newApp(os.Stdout, os.Stderr), os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "watchdogd:", err)
-		os.Exit(1)
-	}
+	daemon.Exit("watchdogd", daemon.Run(newApp(os.Stdout, os.Stderr), os.Args))
 }
 
 // newApp builds the command; logs and help go to stdout, usage errors to
@@ -55,6 +52,13 @@ func run(c *cli.Context, stdout io.Writer) error {
 		log.Error().Err(err).Msg("cannot open spool")
 		return err
 	}
+	// One watchdogd per spool: refused (exit registry.ExitAlreadyRunning)
+	// while another holds agents/daemons/watchdogd.lock.
+	reg, err := registry.AcquireDaemon(spool, "watchdogd", registry.Options{Actor: watchdog.Actor, Version: daemon.Version})
+	if err != nil {
+		return err
+	}
+	defer reg.Release()
 	return daemon.Serve(c.Context, log, "watchdogd", func(ctx context.Context) error {
 		var w *watchdog.Watchdog
 		cfg.Ready = func() { daemon.Ready(ctx, w.Alive) }

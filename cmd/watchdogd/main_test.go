@@ -14,7 +14,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -137,5 +139,25 @@ func TestVersionHelpAndBadFlags(t *testing.T) {
 		if (err != nil) != tc.wantErr || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%v: err %v, output %q", tc.args, err, out)
 		}
+	}
+}
+
+// One watchdogd per spool: a second one refuses to start, naming the first,
+// with the exit status systemd does not restart.
+func TestSecondInstanceRefused(t *testing.T) {
+	s, err := job.Open(filepath.Join(t.TempDir(), "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := registry.AcquireDaemon(s, "watchdogd", registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	err = newApp(out, errOut).Run([]string{"watchdogd", "--spool", s.Root})
+	if err == nil || !strings.HasPrefix(err.Error(), "watchdogd is already running as pid ") ||
+		daemon.ExitCode(err) != registry.ExitAlreadyRunning {
+		t.Fatalf("second watchdogd: %v (exit %d)", err, daemon.ExitCode(err))
 	}
 }

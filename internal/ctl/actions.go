@@ -70,6 +70,13 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 			return Usagef("%s: flag %q after job IDs: put flags before the IDs", a, id)
 		}
 	}
+	// An unsafe ID is a usage error (exit 2, as for show), refused before
+	// any job is touched.
+	for _, id := range ids {
+		if err := job.ValidateID(id); err != nil {
+			return UsageError(err)
+		}
+	}
 	if strings.ContainsAny(o.Note, "\n\r") {
 		return Usagef("--reason must be one line")
 	}
@@ -117,7 +124,9 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 		if try > 0 {
 			time.Sleep(o.Backoff)
 		}
-		locs, err := s.Locate(id)
+		// A job moving meanwhile is not a duplicate nor missing:
+		// LocateSettled locates again (under the job's lock if it can).
+		locs, err := s.LocateSettled(id, Actor)
 		if err != nil {
 			return "", err
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -20,6 +21,7 @@ import (
 const (
 	FindOrphanLock     = "orphan-lock"          // lock of a dead owner, or ownerless past the grace
 	FindLockNoJob      = "lock-without-job"     // lock of a live owner with no job: report only
+	FindForeignLock    = "foreign-lock"         // lock held from another machine sharing the spool: report only
 	FindDuplicate      = "duplicate"            // one ID in several places: report only
 	FindHostile        = "hostile"              // symlink or file where a job or lock must be
 	FindUnreadable     = "unreadable"           // job.json missing or malformed
@@ -67,7 +69,7 @@ func Check(s *job.Spool, grace time.Duration, now time.Time) ([]*Finding, error)
 		return nil, err
 	}
 	var out []*Finding
-	for _, kind := range []string{FindOrphanLock, FindLockNoJob, FindDuplicate, FindHostile, FindUnreadable,
+	for _, kind := range []string{FindOrphanLock, FindLockNoJob, FindForeignLock, FindDuplicate, FindHostile, FindUnreadable,
 		FindUnknownSchema, FindStatusMismatch, FindUnlocked, FindStaleControl, FindTmpLeftover, FindStrayTemp} {
 		for _, f := range ck.found {
 			if f.Kind == kind {
@@ -200,6 +202,10 @@ func (ck *checker) locks(byID map[string][]entry, dups map[string]bool) error {
 		}
 		dead, why := li.dead(ck.grace, ck.now)
 		switch {
+		case li.Owner != nil && proc.Check(li.Owner.Identity) == proc.Foreign:
+			ck.add(&Finding{Kind: FindForeignLock, ID: id, Path: path,
+				Detail: fmt.Sprintf("held by %s pid %d on another machine (host %s, machine id %s)%s", li.Owner.Actor, li.Owner.PID, li.Owner.Hostname, li.Owner.MachineID, jobWhere(byID[id])),
+				Action: "report only: not ours to judge; check that process on its own machine (its fsck or watchdogd recovers it there)"})
 		case dead && dups[id]:
 			ck.add(&Finding{Kind: FindOrphanLock, ID: id, Path: path, Detail: why,
 				Action: "report only: the job is in several places; resolve the duplicate first"})
@@ -208,7 +214,7 @@ func (ck *checker) locks(byID map[string][]entry, dups map[string]bool) error {
 				Action: "recover the job (roll its half-done transaction forward or back) and remove the lock",
 				fix:    ck.recoverLock(id, li, why)})
 		case li.Owner != nil && len(byID[id]) == 0 && ck.now.Sub(li.mtime) >= ck.grace:
-			if _, err := ck.s.Locate(id); errors.Is(err, job.ErrNotFound) {
+			if _, err := ck.s.LocateSettled(id, Actor); errors.Is(err, job.ErrNotFound) {
 				ck.add(&Finding{Kind: FindLockNoJob, ID: id, Path: path,
 					Detail: fmt.Sprintf("held for %s by live owner %s pid %d, and there is no job %s", ck.now.Sub(li.mtime).Round(time.Second), li.Owner.Actor, li.Owner.PID, id),
 					Action: "report only: the owner is alive; stop it (its lock goes when it exits and fsck runs again)"})

@@ -334,3 +334,71 @@ func TestFsckRepairStopsTheHandlerFirst(t *testing.T) {
 		t.Fatalf("after the handler is gone: %s, want stale", loc.State)
 	}
 }
+
+// ownerFile returns an owner file for id (an old-format one when its
+// MachineID is empty).
+func ownerFile(t *testing.T, id proc.Identity) []byte {
+	t.Helper()
+	b, err := json.Marshal(job.Owner{Identity: id, Actor: "agentd/w1", Agent: "w1", Token: "feedface",
+		AcquiredAt: time.Now().UTC().Add(-2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Audit F4: a lock from a previous boot under another hostname, in the
+// old format (no machine id), is dead (other boot) and repaired; a lock
+// held from another machine is reported as such, never "clean", and left
+// alone.
+func TestFsckHostIdentity(t *testing.T) {
+	e := newEnv(t)
+	e.submit("oldboot", nil)
+	e.submit("peer", nil)
+	old := ownerFile(t, proc.Identity{Hostname: "old-name", PID: 4242, BootID: "00000000-0000-0000-0000-000000000000"})
+	if err := fsq.TryLock(e.s.LockPath("oldboot"), old); err != nil {
+		t.Fatal(err)
+	}
+	age(t, e.s.LockPath("oldboot"), 2*time.Hour)
+	mid := proc.MachineID()
+	if mid == "" {
+		t.Skip("no machine id on this host")
+	}
+	other := strings.Repeat("e", 32)
+	if other == mid {
+		other = strings.Repeat("f", 32)
+	}
+	foreign := ownerFile(t, proc.Identity{Hostname: "peer-host", MachineID: other, PID: 4242, BootID: "11111111-0000-0000-0000-000000000000"})
+	if err := fsq.TryLock(e.s.LockPath("peer"), foreign); err != nil {
+		t.Fatal(err)
+	}
+	age(t, e.s.LockPath("peer"), 2*time.Hour)
+
+	err := e.ctl("").Fsck(ctl.FsckOptions{Grace: ctl.DefaultGrace})
+	out := e.stdout.String()
+	if ctl.ExitCode(err) != ctl.ExitFail || strings.Contains(out, "clean") {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		ctl.FindOrphanLock + " ", "oldboot", "other boot",
+		ctl.FindForeignLock + " ", "peer", "on another machine (host peer-host, machine id " + other + ")",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fsck output lacks %q:\n%s", want, out)
+		}
+	}
+
+	e.stdout.Reset()
+	err = e.ctl("").Fsck(ctl.FsckOptions{Repair: true, JSON: true, Grace: ctl.DefaultGrace})
+	fs := findings(t, e.stdout.String())
+	got := kinds(fs)
+	if got["oldboot"] != ctl.FindOrphanLock || got["peer"] != ctl.FindForeignLock || ctl.ExitCode(err) != ctl.ExitFail {
+		t.Fatalf("repair: %v %v", got, err)
+	}
+	if _, err := os.Lstat(e.s.LockPath("oldboot")); !os.IsNotExist(err) {
+		t.Errorf("the other boot's lock is still there: %v", err)
+	}
+	if b, err := fsq.ReadOwner(e.s.LockPath("peer")); err != nil || string(b) != string(foreign) {
+		t.Errorf("the foreign lock was touched: %q %v", b, err)
+	}
+}

@@ -36,7 +36,7 @@ func (c *Ctl) History(args []string, o HistoryOptions) error {
 	if err != nil {
 		return err
 	}
-	locs, err := s.Locate(id)
+	locs, err := s.LocateSettled(id, Actor)
 	if err != nil {
 		return err
 	}

@@ -261,37 +261,22 @@ func (c *Ctl) Show(args []string) error {
 	if err != nil {
 		return err
 	}
-	locs, err := s.Locate(id)
-	if err != nil {
-		return err
-	}
-	doc := ShowDoc{ID: id, Location: locs[0].State, Dir: locs[0].Dir}
+	// A job that moves while it is read (its directory vanishes, or its
+	// status and directory disagree for the moment of a claim or a
+	// commit) is read again; what stays is reported.
+	var doc ShowDoc
+	var locs []job.Location
 	var problems []string
-	if len(locs) > 1 {
-		doc.Locations = locs
-		problems = append(problems, fmt.Sprintf("found in %d places; run farroctl fsck", len(locs)))
-	}
-	j, err := job.ReadJob(locs[0].Dir)
-	doc.Job = j
-	if err != nil {
-		problems = append(problems, oneLine(err.Error()))
-	} else if j.Status != locs[0].State {
-		problems = append(problems, fmt.Sprintf("status %s disagrees with its directory %s/", j.Status, locs[0].State.Dir()))
-	}
-	if doc.Lock, err = readLock(s, id, c.now()); err != nil {
-		problems = append(problems, "lock: "+err.Error())
-	}
-	if ctl, err := job.ReadControl(locs[0].Dir); err != nil {
-		problems = append(problems, err.Error())
-	} else {
-		doc.Control = ctl
-	}
-	if p, err := job.ReadPrompt(locs[0].Dir); err != nil {
-		problems = append(problems, err.Error())
-	} else if !json.Valid(p) {
-		problems = append(problems, "prompt.json is not valid JSON")
-	} else {
-		doc.Prompt = p
+	for try := 0; ; try++ {
+		if locs, err = s.LocateSettled(id, Actor); err != nil {
+			return err
+		}
+		var moving bool
+		doc, problems, moving = c.showDoc(s, id, locs)
+		if !moving || try >= showRetries {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * time.Millisecond)
 	}
 	doc.Problem = strings.Join(problems, "; ")
 	b, err := json.MarshalIndent(doc, "", "  ")
@@ -303,6 +288,48 @@ func (c *Ctl) Show(args []string) error {
 		return fmt.Errorf("%s: %s", id, doc.Problem)
 	}
 	return nil
+}
+
+// showRetries bounds Show's readings of a job that keeps moving.
+const showRetries = 30
+
+// showDoc reads the job at locs[0] (and its lock) into a ShowDoc, with
+// the problems found; moving reports a job that moved while it was read.
+func (c *Ctl) showDoc(s *job.Spool, id string, locs []job.Location) (doc ShowDoc, problems []string, moving bool) {
+	dir := locs[0].Dir
+	doc = ShowDoc{ID: id, Location: locs[0].State, Dir: dir}
+	if len(locs) > 1 {
+		doc.Locations = locs
+		problems = append(problems, fmt.Sprintf("found in %d places; run farroctl fsck", len(locs)))
+	}
+	j, err := job.ReadJob(dir)
+	doc.Job = j
+	if err != nil {
+		moving = errors.Is(err, fsq.ErrVanished)
+		problems = append(problems, oneLine(err.Error()))
+	} else if j.Status != locs[0].State {
+		moving = true
+		problems = append(problems, fmt.Sprintf("status %s disagrees with its directory %s/", j.Status, locs[0].State.Dir()))
+	}
+	if doc.Lock, err = readLock(s, id, c.now()); err != nil {
+		problems = append(problems, "lock: "+err.Error())
+	}
+	if ctl, err := job.ReadControl(dir); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		doc.Control = ctl
+	}
+	if p, err := job.ReadPrompt(dir); err != nil {
+		problems = append(problems, err.Error())
+	} else if !json.Valid(p) {
+		problems = append(problems, "prompt.json is not valid JSON")
+	} else {
+		doc.Prompt = p
+	}
+	if _, err := os.Lstat(dir); err != nil {
+		moving = true // gone meanwhile: what was read may be torn
+	}
+	return doc, problems, moving
 }
 
 // Stats is stats' output.

@@ -198,11 +198,12 @@ func TestReadCommandsNeedAnExistingSpool(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "missing")
 	c := &ctl.Ctl{Root: root, Stdout: &strings.Builder{}, Stderr: &strings.Builder{}}
 	for name, err := range map[string]error{
-		"ls":    c.List(ctl.ListOptions{}),
-		"stats": c.Stats(false),
-		"show":  c.Show([]string{"x"}),
-		"fsck":  c.Fsck(ctl.FsckOptions{}),
-		"hold":  c.Act(ctl.Hold, []string{"x"}, ctl.ActOptions{}),
+		"ls":     c.List(ctl.ListOptions{}),
+		"stats":  c.Stats(false),
+		"show":   c.Show([]string{"x"}),
+		"fsck":   c.Fsck(ctl.FsckOptions{}),
+		"hold":   c.Act(ctl.Hold, []string{"x"}, ctl.ActOptions{}),
+		"agents": c.Agents(ctl.AgentsOptions{}),
 	} {
 		if ctl.ExitCode(err) != ctl.ExitFail {
 			t.Errorf("%s: %v", name, err)

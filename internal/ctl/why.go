@@ -91,7 +91,7 @@ func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Ti
 	}
 	id := crawl.FetchJobID(cr.Name, u)
 	a.JobID = id
-	if locs, err := s.Locate(id); err == nil {
+	if locs, err := s.LocateSettled(id, Actor); err == nil {
 		jobWhy(a, s, locs[0])
 		return a
 	}

@@ -5,6 +5,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -43,7 +45,32 @@ func App(name, usage string, flags []cli.Flag, action cli.ActionFunc) *cli.App {
 		After:                stopMetrics,
 		HideHelpCommand:      true,
 		EnableBashCompletion: true,
+		// Exit codes are decided by Exit, not by urfave/cli.
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
+}
+
+// ExitCode is the exit status for err: 0 for nil, the error's own
+// ExitCode() when it (or an error it wraps) has one (e.g.
+// registry.ExitAlreadyRunning), else 1.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return 1
+}
+
+// Exit ends a daemon's main: err (if any) as one line "name: err" on
+// stderr, and the status ExitCode(err).
+func Exit(name string, err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+	}
+	os.Exit(ExitCode(err))
 }
 
 // SignalContext returns a context cancelled by the first SIGTERM or SIGINT;

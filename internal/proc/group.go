@@ -14,14 +14,15 @@ func Of(pid int) (Identity, error) {
 		return Identity{}, err
 	}
 	host, _ := os.Hostname()
-	return Identity{Hostname: host, PID: pid, StartTime: st.startTime, BootID: BootID()}, nil
+	return Identity{Hostname: host, MachineID: MachineID(), PID: pid, StartTime: st.startTime, BootID: BootID()}, nil
 }
 
 // GroupAlive reports whether the process group that leader led (a handler
 // started in a group of its own: its pid is the group id) still has a
 // live member, zombies aside: the leader itself, or children it left
 // behind. Only what is proven gone is reported gone: an error while
-// checking, or a leader from another host, is alive (with the error).
+// checking, or a leader on another machine (machine id, as in Check), is
+// alive (with the error).
 //
 // A group whose id now belongs to another process (a different start
 // time) is gone: Linux does not reuse a pid while a process group of that
@@ -30,8 +31,8 @@ func GroupAlive(leader Identity) (bool, error) {
 	if leader.PID <= 0 {
 		return false, nil
 	}
-	if host, _ := os.Hostname(); leader.Hostname != "" && host != "" && leader.Hostname != host {
-		return true, fmt.Errorf("process group %d is on host %s, not ours to judge", leader.PID, leader.Hostname)
+	if mid := MachineID(); leader.MachineID != "" && mid != "" && leader.MachineID != mid {
+		return true, fmt.Errorf("process group %d is on another machine (%s, machine id %s), not ours to judge", leader.PID, leader.Hostname, leader.MachineID)
 	}
 	if boot := BootID(); leader.BootID != "" && boot != "" && leader.BootID != boot {
 		return false, nil

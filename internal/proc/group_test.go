@@ -88,10 +88,19 @@ func TestGroupAliveOtherProcessOrBoot(t *testing.T) {
 	if alive, _ := GroupAlive(other); alive {
 		t.Error("a group of another boot is reported alive")
 	}
+	if MachineID() == "" {
+		return // no machine id here: the other-machine case is TestCheckHostIdentity's
+	}
 	elsewhere := id
-	elsewhere.Hostname = "elsewhere.invalid"
+	elsewhere.MachineID = "0123456789abcdef0123456789abcdef"
+	elsewhere.BootID = "00000000-0000-0000-0000-000000000000"
 	if alive, err := GroupAlive(elsewhere); !alive || err == nil {
-		t.Errorf("a group on another host: %v, %v; want alive with an error (not ours to judge)", alive, err)
+		t.Errorf("a group on another machine: %v, %v; want alive with an error (not ours to judge)", alive, err)
+	}
+	renamed := id
+	renamed.Hostname = "renamed.invalid" // display only
+	if alive, err := GroupAlive(renamed); !alive || err != nil {
+		t.Errorf("a group under another hostname, same machine: %v, %v; want alive", alive, err)
 	}
 	if alive, _ := GroupAlive(Identity{PID: 0}); alive {
 		t.Error("no pid: alive")

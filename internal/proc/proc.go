@@ -15,8 +15,14 @@ import (
 )
 
 // Identity names one process for the lifetime of one boot.
+//
+// The host is machine id plus boot id; the hostname is for display only
+// (it changes with hostnamectl, cloud renames, containers). MachineID is
+// empty in identities written before it existed, and on hosts without
+// one.
 type Identity struct {
 	Hostname  string `json:"hostname"`
+	MachineID string `json:"machine_id,omitempty"`
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"` // clock ticks since boot, /proc/<pid>/stat field 22
 	BootID    string `json:"boot_id"`
@@ -36,17 +42,37 @@ func Self() Identity {
 			self.StartTime = st.startTime
 		}
 		self.BootID = BootID()
+		self.MachineID = MachineID()
 	})
 	return self
 }
 
+// The sources of the host's identity; tests replace them.
+var (
+	bootIDFiles    = []string{"/proc/sys/kernel/random/boot_id"}
+	machineIDFiles = []string{"/etc/machine-id", "/var/lib/dbus/machine-id"}
+)
+
 // BootID returns the kernel's random boot id ("" if unreadable).
-func BootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
+func BootID() string { return firstLine(bootIDFiles) }
+
+// MachineID returns the host's machine id: /etc/machine-id, else
+// /var/lib/dbus/machine-id, else "".
+func MachineID() string { return firstLine(machineIDFiles) }
+
+// firstLine returns the trimmed content of the first readable, non-empty
+// file of paths.
+func firstLine(paths []string) string {
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s
+		}
 	}
-	return strings.TrimSpace(string(b))
+	return ""
 }
 
 // Verdict is the outcome of a liveness check.
@@ -64,24 +90,34 @@ const (
 	OtherBoot
 	// Zombie: the process has exited and waits to be reaped.
 	Zombie
+	// Foreign: the process runs on another machine (its machine id
+	// differs) sharing the spool. Not ours to judge, so not dead; reported
+	// apart so that an operator can see it.
+	Foreign
 )
 
 func (v Verdict) String() string {
-	return [...]string{"alive", "pid gone", "pid reused", "other boot", "zombie"}[v]
+	return [...]string{"alive", "pid gone", "pid reused", "other boot", "zombie", "other machine"}[v]
 }
 
 // Dead reports whether the verdict means the owner can no longer act.
-func (v Verdict) Dead() bool { return v != Alive }
+func (v Verdict) Dead() bool { return v != Alive && v != Foreign }
 
 // Check tells whether the process named by id is still running. Only a
 // positive proof of death returns a dead verdict; anything uncertain
-// (another host, permission trouble, unreadable /proc) is Alive.
+// (permission trouble, unreadable /proc) is Alive, and an owner on
+// another machine is Foreign (not dead).
+//
+// The host is judged by machine id, then boot id; the hostname is never
+// compared. Both machine ids known and different: Foreign. Otherwise (the
+// same machine id, or either unknown, as in owner files written before
+// machine ids were recorded) a different boot id is OtherBoot.
 func Check(id Identity) Verdict {
 	if id.PID <= 0 {
 		return Alive
 	}
-	if host, _ := os.Hostname(); id.Hostname != "" && host != "" && id.Hostname != host {
-		return Alive // not ours to judge
+	if mid := MachineID(); id.MachineID != "" && mid != "" && id.MachineID != mid {
+		return Foreign // not ours to judge
 	}
 	if boot := BootID(); id.BootID != "" && boot != "" && id.BootID != boot {
 		return OtherBoot

@@ -3,6 +3,7 @@ package proc
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 func TestSelf(t *testing.T) {
 	t.Parallel()
 	id := Self()
-	if id.PID != os.Getpid() || id.StartTime == 0 || id.BootID == "" || id.Hostname == "" {
+	if id.PID != os.Getpid() || id.StartTime == 0 || id.BootID == "" || id.Hostname == "" || id.MachineID != MachineID() {
 		t.Fatalf("Self() = %+v", id)
 	}
 	if id != Self() {
@@ -60,12 +61,127 @@ func TestCheckOtherBoot(t *testing.T) {
 	}
 }
 
+// hostSources points the machine-id and boot-id sources at files holding
+// machineID and bootID (a missing file when ""), for the rest of the test.
+// Tests that call it must not be parallel: the sources are package state.
+func hostSources(t *testing.T, machineID, bootID string) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, content string) []string {
+		p := filepath.Join(dir, name)
+		if content != "" {
+			if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return []string{p}
+	}
+	oldM, oldB := machineIDFiles, bootIDFiles
+	machineIDFiles, bootIDFiles = write("machine-id", machineID), write("boot_id", bootID)
+	t.Cleanup(func() { machineIDFiles, bootIDFiles = oldM, oldB })
+}
+
+// The host is machine id plus boot id; the hostname is display only
+// (audit F4: a lock from a previous boot under another hostname was
+// judged alive forever).
+func TestCheckHostIdentity(t *testing.T) {
+	const (
+		mine    = "11111111111111111111111111111111"
+		theirs  = "22222222222222222222222222222222"
+		bootNow = "aaaaaaaa-0000-0000-0000-000000000001"
+		bootOld = "aaaaaaaa-0000-0000-0000-000000000002"
+	)
+	live := Self() // a live process (this one); Self is cached before the sources change
+	hostSources(t, mine, bootNow)
+	if MachineID() != mine || BootID() != bootNow {
+		t.Fatalf("injected sources: machine %q boot %q", MachineID(), BootID())
+	}
+	for _, tc := range []struct {
+		name string
+		id   Identity
+		want Verdict
+	}{
+		{"old owner file (no machine id), other hostname, other boot",
+			Identity{Hostname: "old-name", PID: 4242, BootID: bootOld}, OtherBoot},
+		{"same machine id, other hostname, other boot",
+			Identity{Hostname: "old-name", MachineID: mine, PID: 4242, BootID: bootOld}, OtherBoot},
+		{"other machine id",
+			Identity{Hostname: "peer", MachineID: theirs, PID: 4242, BootID: bootOld}, Foreign},
+		{"other machine id, same hostname",
+			Identity{Hostname: live.Hostname, MachineID: theirs, PID: live.PID, StartTime: live.StartTime + 1, BootID: bootNow}, Foreign},
+		{"same machine, other hostname, live process",
+			Identity{Hostname: "renamed", MachineID: mine, PID: live.PID, StartTime: live.StartTime, BootID: bootNow}, Alive},
+		{"same machine, same boot, pid reused",
+			Identity{Hostname: "renamed", MachineID: mine, PID: live.PID, StartTime: live.StartTime + 1, BootID: bootNow}, Reused},
+	} {
+		if v := Check(tc.id); v != tc.want {
+			t.Errorf("%s: Check = %v, want %v", tc.name, v, tc.want)
+		}
+	}
+	if Foreign.Dead() {
+		t.Error("Foreign is dead; an owner on another machine is not ours to judge")
+	}
+
+	// This host has no machine id: the boot id decides alone.
+	hostSources(t, "", bootNow)
+	if v := Check(Identity{Hostname: "x", MachineID: theirs, PID: 4242, BootID: bootOld}); v != OtherBoot {
+		t.Errorf("no local machine id, other boot: Check = %v, want %v", v, OtherBoot)
+	}
+}
+
+// Same machine, same boot, a pid that is gone: Gone, whatever the
+// hostname says.
+func TestCheckGoneSameMachine(t *testing.T) {
+	const mine = "11111111111111111111111111111111"
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	st, err := readStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	boot, host0 := BootID(), Self().Hostname
+	hostSources(t, mine, boot)
+	for _, host := range []string{host0, "renamed"} {
+		id := Identity{Hostname: host, MachineID: mine, PID: pid, StartTime: st.startTime, BootID: boot}
+		if v := Check(id); v != Gone || !v.Dead() {
+			t.Errorf("hostname %s: Check(reaped child) = %v, want %v", host, v, Gone)
+		}
+	}
+}
+
+// A machine id file that is missing or empty falls back to the next.
+func TestMachineIDFallback(t *testing.T) {
+	dir := t.TempDir()
+	empty, dbus := filepath.Join(dir, "etc-machine-id"), filepath.Join(dir, "dbus-machine-id")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbus, []byte("33333333333333333333333333333333\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := machineIDFiles
+	t.Cleanup(func() { machineIDFiles = old })
+	machineIDFiles = []string{filepath.Join(dir, "missing"), empty, dbus}
+	if got := MachineID(); got != "33333333333333333333333333333333" {
+		t.Fatalf("MachineID = %q", got)
+	}
+	machineIDFiles = []string{filepath.Join(dir, "missing")}
+	if got := MachineID(); got != "" {
+		t.Fatalf("MachineID with no file = %q", got)
+	}
+}
+
 func TestCheckUncertainIsAlive(t *testing.T) {
 	t.Parallel()
 	for name, id := range map[string]Identity{
-		"other host": {Hostname: "some-other-host.invalid", PID: 1 << 30, BootID: "x"},
-		"no pid":     {},
-		"pid 1":      {PID: 1}, // exists; no start time to compare
+		"no pid": {},
+		"pid 1":  {PID: 1}, // exists; no start time to compare
 	} {
 		if v := Check(id); v != Alive {
 			t.Errorf("%s: Check = %v, want alive", name, v)
@@ -140,7 +256,7 @@ func TestReadStatOddCommandName(t *testing.T) {
 
 func TestVerdictString(t *testing.T) {
 	t.Parallel()
-	want := map[Verdict]string{Alive: "alive", Gone: "pid gone", Reused: "pid reused", OtherBoot: "other boot", Zombie: "zombie"}
+	want := map[Verdict]string{Alive: "alive", Gone: "pid gone", Reused: "pid reused", OtherBoot: "other boot", Zombie: "zombie", Foreign: "other machine"}
 	for v, s := range want {
 		if v.String() != s {
 			t.Errorf("%d.String() = %q, want %q", v, v.String(), s)

@@ -108,7 +108,7 @@ func TestOpenLayout(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	for _, d := range []string{"tmp", "incoming", "deferred", "held", "in-progress", "stale",
-		"completed/succeeded", "completed/failed", "completed/killed", "corrupt"} {
+		"completed/succeeded", "completed/failed", "completed/killed", "corrupt", "agents"} {
 		if fi, err := os.Lstat(s.Path(d)); err != nil || !fi.IsDir() {
 			t.Errorf("spool lacks %s/: %v", d, err)
 		}

@@ -10,7 +10,9 @@ import (
 
 // Owner is the content of a claim lock's owner file: who holds the job's
 // lock, precisely enough to tell a dead holder from a live one even when
-// its pid has been reused.
+// its pid has been reused. The host is its machine id and boot id (see
+// proc.Check); the hostname is for display only, and owner files written
+// before machine ids were recorded have none (judged by boot id alone).
 type Owner struct {
 	proc.Identity
 	Actor      string    `json:"actor"`           // e.g. agentd/w1, managerd, farroctl

@@ -56,6 +56,10 @@ const (
 	TmpDir     = "tmp"
 	CorruptDir = "corrupt"
 	LockSuffix = ".lock"
+	// AgentsDir holds the registry of running processes (one lock and
+	// one record per agent id; managerd's and watchdogd's in
+	// agents/daemons/): see internal/registry.
+	AgentsDir = "agents"
 )
 
 // Open returns the spool at root, creating any missing directory of the
@@ -66,7 +70,7 @@ func Open(root string) (*Spool, error) {
 		return nil, fmt.Errorf("spool %s: %w", root, err)
 	}
 	s := &Spool{Root: abs}
-	dirs := []string{TmpDir, CorruptDir}
+	dirs := []string{TmpDir, CorruptDir, AgentsDir}
 	for _, st := range States {
 		dirs = append(dirs, st.Dir())
 	}

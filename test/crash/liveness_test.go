@@ -192,9 +192,12 @@ func runLiveness(t *testing.T, c *cluster, wrap []string, cases []livenessCase) 
 // TestLockOwnerLiveness runs watchdogd on locks whose owner file names a
 // live process (the test itself, a child), a live process with another
 // start time (pid reused), another boot, a zombie, a reaped process,
-// another host, and no owner file before and after the grace period. The
-// dead ones are recovered; a live owner, an owner watchdogd cannot judge
-// and a fresh ownerless lock are never touched.
+// another machine (machine id), another hostname on this machine (display
+// only: judged as usual), an old-format owner (no machine id) of another
+// boot under another hostname (audit F4), and no owner file before and
+// after the grace period. The dead ones are recovered; a live owner, an
+// owner watchdogd cannot judge and a fresh ownerless lock are never
+// touched.
 func TestLockOwnerLiveness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs watchdogd; skipped with -short")
@@ -205,9 +208,30 @@ func TestLockOwnerLiveness(t *testing.T) {
 	runLiveness(t, c, nil, []livenessCase{
 		{id: "live-self", owner: self},
 		{id: "live-child", owner: liveChild},
-		{id: "other-host", owner: func(t *testing.T) *proc.Identity {
+		{id: "other-machine", owner: func(t *testing.T) *proc.Identity {
 			id := goneProcess(t)
 			id.Hostname = "elsewhere.invalid"
+			id.MachineID = "0123456789abcdef0123456789abcdef"
+			if id.MachineID == proc.MachineID() {
+				id.MachineID = "fedcba9876543210fedcba9876543210"
+			}
+			return id
+		}},
+		{id: "renamed-host-live", owner: func(t *testing.T) *proc.Identity {
+			id := liveChild(t)
+			id.Hostname = "old-name.invalid"
+			return id
+		}},
+		{id: "renamed-host-gone", recover: true, owner: func(t *testing.T) *proc.Identity {
+			id := goneProcess(t)
+			id.Hostname = "old-name.invalid"
+			return id
+		}},
+		{id: "old-format-other-boot", recover: true, owner: func(t *testing.T) *proc.Identity {
+			id := liveChild(t)
+			id.Hostname = "old-name.invalid"
+			id.MachineID = ""
+			id.BootID = "00000000-0000-0000-0000-000000000000"
 			return id
 		}},
 		{id: "no-owner-fresh"},

@@ -527,3 +527,68 @@ func TestMetricsAddrRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentIDSingleton: a second agentd with the id of a running one
+// exits at once with the registry's status and a one-line reason naming
+// the first; farroctl agents shows the first live, then gone once it is
+// killed, and a new agentd takes the id.
+func TestAgentIDSingleton(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	first := start(t, dir, "w1-first", nil, "agentd", "--spool", spool, "--id", "w1", "--concurrency", "2")
+	type listing struct {
+		Agents []struct {
+			ID    string `json:"id"`
+			PID   int    `json:"pid"`
+			Slots int    `json:"slots"`
+			Live  bool   `json:"live"`
+		} `json:"agents"`
+	}
+	agents := func() listing {
+		var l listing
+		if err := json.Unmarshal([]byte(farroctl(t, spool, "", "agents", "--json")), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	waitFor(t, 10*time.Second, "w1 to register", func() bool {
+		if _, err := os.Stat(filepath.Join(spool, "agents", "w1.json")); err != nil {
+			return false
+		}
+		l := agents()
+		return len(l.Agents) == 1 && l.Agents[0].Live && l.Agents[0].PID == first.cmd.Process.Pid && l.Agents[0].Slots == 2
+	})
+
+	began := time.Now()
+	second := exec.Command(filepath.Join(binaries(t), "agentd"), "--spool", spool, "--id", "w1")
+	var stderr bytes.Buffer
+	second.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- second.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = second.Process.Kill()
+		<-done
+		t.Fatalf("the second agentd w1 kept running\n%s", stderr.String())
+	}
+	want := fmt.Sprintf("agentd: agent id w1 is already running as pid %d (started ", first.cmd.Process.Pid)
+	if code := second.ProcessState.ExitCode(); code != 150 || !strings.HasPrefix(stderr.String(), want) ||
+		strings.Count(stderr.String(), "\n") != 1 {
+		t.Fatalf("second agentd: exit %d after %s, stderr %q; want 150 and %q", code, time.Since(began), stderr.String(), want)
+	}
+
+	first.stop(syscall.SIGKILL)
+	if l := agents(); len(l.Agents) != 1 || l.Agents[0].Live {
+		t.Fatalf("after SIGKILL: %+v", l)
+	}
+	third := start(t, dir, "w1-third", nil, "agentd", "--spool", spool, "--id", "w1")
+	waitFor(t, 10*time.Second, "the new w1 to register", func() bool {
+		l := agents()
+		return len(l.Agents) == 1 && l.Agents[0].Live && l.Agents[0].PID == third.cmd.Process.Pid
+	})
+	third.stop(syscall.SIGTERM)
+}
