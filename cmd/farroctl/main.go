@@ -52,9 +52,12 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	act := func(a ctl.Action, usage string) *cli.Command {
 		return &cli.Command{
 			Name: string(a), Usage: usage, ArgsUsage: "ID...", OnUsageError: usageErr,
-			Flags: []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "operator note appended to the job's reason (\"cancelled: NOTE\")"}},
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "reason", Usage: "operator note appended to the job's reason (\"cancelled: NOTE\")"},
+				&cli.DurationFlag{Name: "wait", Usage: "for a running job: wait up to this long for the outcome of the request (0: return once it is written)"},
+			},
 			Action: func(cc *cli.Context) error {
-				return c(cc).Act(a, cc.Args().Slice(), ctl.ActOptions{Note: cc.String("reason")})
+				return c(cc).Act(a, cc.Args().Slice(), ctl.ActOptions{Note: cc.String("reason"), Wait: cc.Duration("wait")})
 			},
 		}
 	}

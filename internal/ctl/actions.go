@@ -53,6 +53,10 @@ type ActOptions struct {
 	Retries int
 	// Backoff is the pause between attempts; default 50ms.
 	Backoff time.Duration
+	// Wait, for a running job asked to stop through control.json, is
+	// how long to wait for the outcome (0: report the request once it
+	// is written).
+	Wait time.Duration
 }
 
 // Act applies action to each ID independently and prints one line per ID
@@ -149,7 +153,10 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("%s requested (running on agent %s; it stops the handler and commits %s)", r.control, loc.Agent, r.to), nil
+			if o.Wait > 0 {
+				return c.awaitControl(s, a, id, loc.Agent, reason, o)
+			}
+			return fmt.Sprintf("%s requested (running on agent %s; it stops the handler and commits %s, unless the job succeeds first)", r.control, loc.Agent, r.to), nil
 		case !contains(r.from, loc.State):
 			if loc.State.Terminal() {
 				return "", fmt.Errorf("is %s (terminal): nothing to %s", loc.State, a)
@@ -176,6 +183,55 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 		return "", fmt.Errorf("busy: its lock %s stays held (an agent, managerd or a stuck process has it; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
 	}
 	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
+}
+
+// awaitControl waits up to o.Wait for the outcome of a control request
+// written to job id running on agent. The request names the attempt, so
+// whoever moves the job next applies it (docs/ARCHITECTURE.md); if the
+// job is found out of in-progress/ in a state it can leave, farroctl
+// applies it itself. It reports what happened: the job held or killed,
+// or finished as something else before the request could take effect.
+func (c *Ctl) awaitControl(s *job.Spool, a Action, id, agent, reason string, o ActOptions) (string, error) {
+	r := rules[a]
+	deadline := time.Now().Add(o.Wait)
+	for time.Now().Before(deadline) {
+		time.Sleep(o.Backoff)
+		locs, err := s.LocateSettled(id, Actor)
+		if err != nil {
+			return "", err
+		}
+		loc := locs[0]
+		switch {
+		case loc.State == job.InProgress:
+			continue
+		case loc.State == r.to:
+			j, err := job.ReadJob(loc.Dir)
+			if err != nil {
+				return fmt.Sprintf("in-progress -> %s", r.to), nil
+			}
+			return moved(job.InProgress, j), nil
+		case loc.State.Terminal():
+			return "", fmt.Errorf("finished as %s before the %s request took effect", loc.State, r.control)
+		}
+		to := r.to
+		if !job.CanTransition(loc.State, to) {
+			// A hold of a failed job: through queued, where the request
+			// (it travels with the job) is applied by the next move or
+			// claim, whichever comes first.
+			to = job.Queued
+		}
+		j, err := s.Move(id, loc.State, to, Actor, reason, nil)
+		if err == nil && j.Status != r.to {
+			continue
+		}
+		if err == nil {
+			return moved(loc.State, j), nil
+		}
+		if !errors.Is(err, fsq.ErrLocked) && !errors.Is(err, fsq.ErrVanished) {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%s requested, not applied yet after %s (agent %s; it stops the handler and commits %s, unless the job succeeds first)", r.control, o.Wait, agent, r.to), nil
 }
 
 func moved(from job.State, j *job.Job) string {

@@ -288,3 +288,54 @@ func TestActFollowsAJobClaimedMeanwhile(t *testing.T) {
 		t.Fatalf("claim failed (%v) but the job is %s", cerr, loc.State)
 	}
 }
+
+// farroctl hold --wait on a running job whose attempt fails just as the
+// request lands (the agent never saw it): the request names that attempt,
+// so it is applied all the same, and farroctl reports the real outcome.
+func TestActWaitAppliesARequestThatLostTheRace(t *testing.T) {
+	for _, tc := range []struct {
+		action ctl.Action
+		commit job.State
+		want   job.State
+		err    string
+	}{
+		{ctl.Hold, job.Failed, job.Held, ""},
+		{ctl.Cancel, job.Failed, job.Killed, ""},
+		{ctl.Cancel, job.Stale, job.Killed, ""},
+		{ctl.Hold, job.Succeeded, job.Succeeded, "finished as succeeded before the hold request took effect"},
+	} {
+		t.Run(string(tc.action)+"-vs-"+string(tc.commit), func(t *testing.T) {
+			e := newEnv(t)
+			c := e.claim("run")
+			done := make(chan error, 1)
+			go func() {
+				done <- e.ctl("").Act(tc.action, []string{"run"}, ctl.ActOptions{Wait: 10 * time.Second})
+			}()
+			// The agent commits its outcome once the request is there,
+			// without looking at it.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if p, _ := c.PendingControl(); p != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no control request written")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := c.Commit(tc.commit, "", nil); err != nil {
+				t.Fatal(err)
+			}
+			err := <-done
+			if loc := e.where("run"); loc.State != tc.want {
+				t.Fatalf("job in %s, want %s (act: %v; %s)", loc.State, tc.want, err, e.stdout)
+			}
+			if tc.err == "" && err != nil {
+				t.Fatalf("act: %v\n%s", err, e.stderr)
+			}
+			if tc.err != "" && !strings.Contains(e.stderr.String(), tc.err) {
+				t.Fatalf("stderr %q, want %q", e.stderr, tc.err)
+			}
+		})
+	}
+}
