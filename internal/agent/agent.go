@@ -54,6 +54,7 @@ type Agent struct {
 	// flight (one per slot); commits lets Run wait for them.
 	commitSem chan struct{}
 	commits   sync.WaitGroup
+	durable   durability // see durability.go
 }
 
 // Stop causes, for context.Cause.
@@ -89,6 +90,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
 		commitSem: make(chan struct{}, cfg.Concurrency),
+		durable:   durability{lost: make(chan struct{})},
 	}, nil
 }
 
@@ -100,6 +102,8 @@ func (a *Agent) Busy() int { return int(a.busy.Load()) }
 
 // Run claims and runs jobs until ctx is done, then drains: running jobs get
 // DrainTimeout to finish, after which they are stopped and released.
+// After a failed sync (fsq.ErrDurability) it stops at once and returns an
+// error wrapping it (see durability.go).
 func (a *Agent) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
 		return err
@@ -118,6 +122,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Jobs run under runCtx, which outlives ctx by the drain timeout.
 	runCtx, stopRuns := context.WithCancelCause(context.Background())
 	defer stopRuns(nil)
+	ctx, a.durable.stop = context.WithCancel(ctx) // durability lost: stop claiming
+	defer a.durable.stop()
 	var wg sync.WaitGroup
 	for i := 0; i < a.cfg.Concurrency; i++ {
 		wg.Add(1)
@@ -132,13 +138,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
+	case <-a.durable.lost: // nothing can be committed any more: don't drain
+		stopRuns(errDrain)
+		<-done
 	case <-time.After(a.cfg.DrainTimeout):
 		a.log.Warn().Int("running", a.Busy()).Msg("drain timeout: releasing running jobs")
 		stopRuns(errDrain)
 		<-done
 	}
 	a.commits.Wait()
-	return nil
+	return a.durabilityErr()
 }
 
 func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
@@ -173,6 +182,9 @@ func (a *Agent) slot(ctx, runCtx context.Context) {
 		claimStart := time.Now()
 		c, err := a.cfg.Spool.Claim(id, a.holder)
 		if err != nil {
+			if a.durabilityLost(err) {
+				continue // ctx is done: the loop ends
+			}
 			a.claimFailed(id, err)
 			continue
 		}
@@ -274,6 +286,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 	defer hb.Stop()
 	poll := time.NewTicker(a.cfg.ControlPoll)
 	defer poll.Stop()
+	warned := false // an unreadable control request was logged
 	for {
 		select {
 		case <-ctx.Done():
@@ -289,7 +302,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 		case <-poll.C:
 			ctl, err := job.ReadControl(dir)
 			if err != nil {
-				l.Warn().Err(err).Msg("unreadable control request ignored")
+				warned = a.badControl(dir, err, warned, l)
 				continue
 			}
 			if ctl != nil {
@@ -343,6 +356,9 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		if errors.Is(err, fsq.ErrVanished) {
 			l.Warn().Err(err).Msg("job was taken away by recovery before commit")
 			return
+		}
+		if a.durabilityLost(err) {
+			return // logged once; watchdogd recovers the job after the restart
 		}
 		l.Error().Err(err).Msg("commit failed; watchdogd will recover the job")
 		return
