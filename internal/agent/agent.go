@@ -56,6 +56,7 @@ type Agent struct {
 	// commits that keep failing: they stop retrying and leave the job
 	// to recovery (its job.json already names the outcome).
 	abandon chan struct{}
+	durable durability // see durability.go
 }
 
 // Stop causes, for context.Cause.
@@ -91,6 +92,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
 		commitSem: make(chan struct{}, cfg.Concurrency), abandon: make(chan struct{}),
+		durable: durability{lost: make(chan struct{})},
 	}, nil
 }
 
@@ -102,6 +104,8 @@ func (a *Agent) Busy() int { return int(a.busy.Load()) }
 
 // Run claims and runs jobs until ctx is done, then drains: running jobs get
 // DrainTimeout to finish, after which they are stopped and released.
+// After a failed sync (fsq.ErrDurability) it stops at once and returns an
+// error wrapping it (see durability.go).
 func (a *Agent) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
 		return err
@@ -120,6 +124,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Jobs run under runCtx, which outlives ctx by the drain timeout.
 	runCtx, stopRuns := context.WithCancelCause(context.Background())
 	defer stopRuns(nil)
+	ctx, a.durable.stop = context.WithCancel(ctx) // durability lost: stop claiming
+	defer a.durable.stop()
 	var wg sync.WaitGroup
 	for i := 0; i < a.cfg.Concurrency; i++ {
 		wg.Add(1)
@@ -134,6 +140,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
+	case <-a.durable.lost: // nothing can be committed any more: don't drain
+		stopRuns(errDrain)
+		<-done
 	case <-time.After(a.cfg.DrainTimeout):
 		a.log.Warn().Int("running", a.Busy()).Msg("drain timeout: releasing running jobs")
 		stopRuns(errDrain)
@@ -148,7 +157,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		close(a.abandon)
 		<-committed
 	}
-	return nil
+	return a.durabilityErr()
 }
 
 func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
@@ -183,6 +192,9 @@ func (a *Agent) slot(ctx, runCtx context.Context) {
 		claimStart := time.Now()
 		c, err := a.cfg.Spool.Claim(id, a.holder)
 		if err != nil {
+			if a.durabilityLost(err) {
+				continue // ctx is done: the loop ends
+			}
 			a.claimFailed(id, err)
 			continue
 		}
@@ -288,6 +300,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 	defer hb.Stop()
 	poll := time.NewTicker(a.cfg.ControlPoll)
 	defer poll.Stop()
+	warned := false // an unreadable control request was logged
 	for {
 		select {
 		case <-ctx.Done():
@@ -304,7 +317,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 		case <-poll.C:
 			ctl, err := c.PendingControl()
 			if err != nil {
-				l.Warn().Err(err).Msg("unreadable control request ignored")
+				warned = a.badControl(dir, err, warned, l)
 				continue
 			}
 			if ctl != nil {
@@ -374,6 +387,9 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		if job.Superseded(err) {
 			l.Warn().Err(err).Msg("job was taken away by recovery before commit; nothing written")
 			return
+		}
+		if a.durabilityLost(err) {
+			return // logged once; watchdogd recovers the job after the restart
 		}
 		if errors.Is(err, job.ErrIllegal) {
 			l.Error().Err(err).Msg("commit refused")

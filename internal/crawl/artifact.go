@@ -147,7 +147,7 @@ type RobotsArtifact struct {
 // ReadResult decodes dir/result.json into v. A missing file matches
 // fs.ErrNotExist.
 func ReadResult(dir string, v any) error {
-	b, err := fsq.ReadFileNoFollow(filepath.Join(dir, job.ResultFile))
+	b, err := fsq.ReadFileCapped(filepath.Join(dir, job.ResultFile), MaxResultFileSize)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ type Frontier struct {
 // LoadFrontier reads frontier.json (zero value if missing).
 func (st *Store) LoadFrontier() (*Frontier, error) {
 	var f Frontier
-	b, err := fsq.ReadFileNoFollow(st.Path(FrontierFile))
+	b, err := fsq.ReadFileCapped(st.Path(FrontierFile), MaxStateFileSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return &f, nil

@@ -269,7 +269,7 @@ func (st *Store) LoadDomain(domain string) (*Domain, error) {
 }
 
 func readDomain(path string) (*Domain, error) {
-	b, err := fsq.ReadFileNoFollow(path)
+	b, err := fsq.ReadFileCapped(path, MaxStateFileSize)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ func (st *Store) LoadRobots(verdict string, bodySHA string) (*robots.Robots, err
 	case RobotsDisallowAll:
 		return robots.DisallowAll(), nil
 	case RobotsRules:
-		body, err := fsq.ReadFileNoFollow(st.BodyPath(bodySHA))
+		body, err := fsq.ReadFileCapped(st.BodyPath(bodySHA), MaxBodyFileSize)
 		if err != nil {
 			return nil, fmt.Errorf("robots.txt body %s: %w", bodySHA, err)
 		}

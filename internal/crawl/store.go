@@ -118,7 +118,7 @@ func (st *Store) Create(c *Crawl) error {
 
 // Load reads crawl.json.
 func (st *Store) Load() (*Crawl, error) {
-	b, err := fsq.ReadFileNoFollow(st.Path(ConfigFile))
+	b, err := fsq.ReadFileCapped(st.Path(ConfigFile), MaxConfigFileSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("crawl %s: %w", st.Name, ErrNoCrawl)

@@ -61,7 +61,7 @@ func (d *driver) applyRequests(now time.Time) {
 	defer func() { d.startRefresh(refresh, now) }()
 	for _, n := range names {
 		p := filepath.Join(dir, n)
-		b, err := fsq.ReadFileNoFollow(p)
+		b, err := fsq.ReadFileCapped(p, crawl.MaxRequestFileSize)
 		if err != nil {
 			continue
 		}

@@ -32,6 +32,10 @@ const Dir = "sources"
 // SchemaVersion is the source file schema this build understands.
 const SchemaVersion = "1"
 
+// MaxFileSize caps the read of sources/<name>.json (a few fields): a
+// bigger file is refused (fsq.ErrTooLarge), never loaded.
+const MaxFileSize = 1 << 20
+
 // CrawlPrefix names a source's crawl: "src-<source name>".
 const CrawlPrefix = "src-"
 
@@ -320,7 +324,7 @@ func Load(sp *job.Spool, name string) (*Source, error) {
 		return nil, err
 	}
 	p := Path(sp, name)
-	b, err := fsq.ReadFileNoFollow(p)
+	b, err := fsq.ReadFileCapped(p, MaxFileSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("source %s: %w", name, ErrNotFound)

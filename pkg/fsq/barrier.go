@@ -1,6 +1,7 @@
 package fsq
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -16,6 +17,14 @@ import (
 // A Wait that arrives while a sync is running does not trust that sync
 // (it may have started before the caller's changes) and waits for the
 // next one, which it shares with every other late arrival.
+//
+// A failed sync is sticky (fsyncgate): once a syncfs has failed, that
+// Wait, every Wait waiting for the next sync and every later Wait return
+// an error wrapping ErrDurability, and no sync is tried again. The kernel
+// reports a writeback error once and may drop the failed pages, so a later
+// sync that succeeds proves nothing about data written before it. The
+// process must stop promising durability: restart, and let recovery read
+// the truth from disk.
 type Barrier struct {
 	dir  string
 	f    *os.File
@@ -25,19 +34,36 @@ type Barrier struct {
 	// sync's number is the value of started when it began.
 	started, completed uint64
 	running            bool
-	errs               map[uint64]error // failed syncs, by number
-	syncs              uint64           // syncfs calls made (for tests and metrics)
-	waiting            int              // callers waiting for a sync to finish
+	failed             error  // the first failed sync: sticky
+	syncs              uint64 // syncfs calls made (for tests and metrics)
+	waiting            int    // callers waiting for a sync to finish
 	syncfs             func(fd int) error
 }
 
+// ErrDurability reports that a sync of the spool's file system failed:
+// nothing written since the last good sync can be promised durable, now or
+// later. A daemon that gets it stops acknowledging and exits.
+var ErrDurability = errors.New("durability lost: a sync of the file system failed")
+
+// BarrierOption configures NewBarrier.
+type BarrierOption func(*Barrier)
+
+// WithSyncFunc replaces syncfs(2) (given the descriptor of the barrier's
+// directory), for tests that inject sync failures.
+func WithSyncFunc(f func(fd int) error) BarrierOption {
+	return func(b *Barrier) { b.syncfs = f }
+}
+
 // NewBarrier opens a barrier on the file system holding dir.
-func NewBarrier(dir string) (*Barrier, error) {
+func NewBarrier(dir string, opts ...BarrierOption) (*Barrier, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("barrier %s: %w", dir, classify(err))
 	}
-	b := &Barrier{dir: dir, f: f, errs: map[uint64]error{}, syncfs: unix.Syncfs}
+	b := &Barrier{dir: dir, f: f, syncfs: unix.Syncfs}
+	for _, o := range opts {
+		o(b)
+	}
 	b.cond = sync.NewCond(&b.mu)
 	return b, nil
 }
@@ -51,6 +77,11 @@ func (b *Barrier) Wait() error {
 	defer b.mu.Unlock()
 	mine := b.started + 1 // the first sync to begin after this call
 	for b.completed < mine {
+		if b.failed != nil {
+			// A sync failed while this caller's changes may have been
+			// dirty: never trust a later one.
+			return b.failed
+		}
 		if b.running {
 			b.waiting++
 			b.cond.Wait()
@@ -66,13 +97,13 @@ func (b *Barrier) Wait() error {
 		b.running = false
 		b.completed = n
 		b.syncs++
-		if err != nil {
-			b.errs[n] = fmt.Errorf("syncfs %s: %w", b.dir, err)
+		if err != nil && b.failed == nil {
+			b.failed = fmt.Errorf("%w: syncfs %s: %w", ErrDurability, b.dir, err)
 		}
 		b.cond.Broadcast()
 	}
-	if err := b.errs[mine]; err != nil {
-		return err
+	if b.failed != nil {
+		return b.failed
 	}
 	record(RecSyncFS, b.dir, "", nil)
 	return nil

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -105,12 +107,70 @@ func TestBarrierReportsFailure(t *testing.T) {
 	b := newTestBarrier(t)
 	boom := errors.New("EIO")
 	b.syncfs = func(int) error { return boom }
-	if err := b.Wait(); !errors.Is(err, boom) {
-		t.Fatalf("Wait = %v, want %v", err, boom)
+	if err := b.Wait(); !errors.Is(err, boom) || !errors.Is(err, ErrDurability) {
+		t.Fatalf("Wait = %v, want %v wrapped in ErrDurability", err, boom)
 	}
+	// Sticky: a sync that would succeed now proves nothing about what the
+	// failed one lost, so it is not even tried.
 	b.syncfs = func(int) error { return nil }
-	if err := b.Wait(); err != nil {
-		t.Fatalf("Wait after recovery = %v", err)
+	for i := 0; i < 3; i++ {
+		if err := b.Wait(); !errors.Is(err, ErrDurability) {
+			t.Fatalf("Wait %d after a failed sync = %v, want ErrDurability", i, err)
+		}
+	}
+	if s := b.Syncs(); s != 1 {
+		t.Fatalf("syncs = %d after a failure, want 1 (none retried)", s)
+	}
+}
+
+// A waiter that arrives while a failing sync runs must not be told its
+// data is durable by the next sync (F8): its data was being written back by
+// the sync that failed.
+func TestBarrierFailureIsStickyForConcurrentWaiter(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	inSync := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	b, err := NewBarrier(dir, WithSyncFunc(func(int) error {
+		if calls.Add(1) == 1 {
+			close(inSync)
+			<-release
+			return errors.New("EIO")
+		}
+		return nil // a later sync "succeeds": the kernel already dropped the error
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	errs := make(chan error, 2)
+	go func() { errs <- b.Wait() }() // W1 starts sync 1, which fails
+	<-inSync
+	go func() { errs <- b.Wait() }() // W2 arrives during sync 1
+	// W2 must be parked on the barrier before sync 1 ends.
+	for {
+		b.mu.Lock()
+		w := b.waiting
+		b.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	for i := 0; i < 2; i++ {
+		if err := <-errs; !errors.Is(err, ErrDurability) {
+			t.Fatalf("waiter %d: Wait = %v, want ErrDurability", i, err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := b.Wait(); !errors.Is(err, ErrDurability) {
+			t.Fatalf("later Wait %d = %v, want ErrDurability", i, err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("sync fn called %d times, want 1 (never retried after a failure)", n)
 	}
 }
 

@@ -101,7 +101,10 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	if err != nil {
 		_, qerr := s.Quarantine(src, err.Error())
 		_ = fsq.Unlock(lock)
-		return nil, fmt.Errorf("claim %s: %w: %v (quarantine: %v)", id, ErrCorrupt, err, qerr)
+		if !errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("claim %s: %w (quarantine: %v)", id, err, qerr)
 	}
 	fsq.CrashPoint("claim/mkdir-agent:before")
 	if err := fsq.MkdirDurable(s.AgentDir(h.Agent)); err != nil {

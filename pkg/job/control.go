@@ -128,10 +128,15 @@ func (s *Spool) RequestControl(agent, id string, c Control) error {
 	return nil
 }
 
-// ReadControl reads dir/control.json. It returns (nil, nil) when there is
-// none, and an error for a malformed file or an unknown action.
+// ReadControl reads dir/control.json, capped at MaxControlSize. It returns
+// (nil, nil) when there is none, and an error for a malformed file or an
+// unknown action. A control.json that is a symlink, not a regular file
+// (FIFO, socket, directory) or over the cap yields an error for which
+// fsq.IsHostile is true: the caller moves it out of the way
+// (Spool.Quarantine), for it will never become readable. The read never
+// blocks.
 func ReadControl(dir string) (*Control, error) {
-	b, err := fsq.ReadFileNoFollow(filepath.Join(dir, ControlFile))
+	b, err := fsq.ReadFileCapped(filepath.Join(dir, ControlFile), MaxControlSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil

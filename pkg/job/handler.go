@@ -77,7 +77,7 @@ func (c *Claimed) RecordHandler(id proc.Identity) error {
 // A lock without one yields an error matching fs.ErrNotExist.
 func ReadHandler(lock string) (proc.Identity, error) {
 	var id proc.Identity
-	b, err := fsq.ReadFileNoFollow(filepath.Join(lock, HandlerFile))
+	b, err := fsq.ReadFileCapped(filepath.Join(lock, HandlerFile), fsq.OwnerReadCap)
 	if err != nil {
 		return id, err
 	}

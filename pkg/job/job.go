@@ -30,8 +30,16 @@ const (
 	ResultFile  = "result.json"
 )
 
-// MaxPromptSize bounds prompt.json.
+// MaxPromptSize bounds prompt.json: submit refuses a bigger prompt and
+// ReadPrompt refuses (ErrCorrupt) a bigger file found in the spool.
 const MaxPromptSize = 1 << 20
+
+// MaxJobFileSize bounds job.json when it is read: a real one is a few
+// KiB; a bigger file is ErrCorrupt and is quarantined unread.
+const MaxJobFileSize = 64 << 10
+
+// MaxControlSize bounds control.json when it is read.
+const MaxControlSize = 4 << 10
 
 var (
 	// ErrCorrupt: the job directory cannot be read as a job (missing or

@@ -68,9 +68,13 @@ func (s *Spool) RecoverJudgedLock(id, actor, why string, judged []byte) (Outcome
 		cur, err := fsq.ReadOwner(lock)
 		same := err == nil && bytes.Equal(cur, judged)
 		if len(judged) == 0 {
-			// Judged without a readable owner: none, or an empty one
-			// (it is never fsynced; a power cut often leaves it empty).
-			same = errors.Is(err, fs.ErrNotExist) || (err == nil && len(cur) == 0)
+			// Judged without a readable owner: none, an empty one (it
+			// is never fsynced; a power cut often leaves it empty), or
+			// one that can never be read: a symlink, a directory, a
+			// FIFO, an oversized or unreadable file. TryLock never
+			// makes such an owner, so no live holder has one.
+			same = errors.Is(err, fs.ErrNotExist) || (err == nil && len(cur) == 0) ||
+				fsq.IsHostile(err) || errors.Is(err, fs.ErrPermission)
 		}
 		if !same {
 			_ = os.Remove(guard)

@@ -17,24 +17,52 @@ import (
 type Spool struct {
 	Root string
 
-	barrierOnce sync.Once
+	// The barrier is opened on first use, under barrierMu; a failed open
+	// is not remembered, so the next transaction tries again.
+	barrierMu   sync.Mutex
 	barrier     *fsq.Barrier
-	barrierErr  error
+	barrierOpts []fsq.BarrierOption
+	newBarrier  func(dir string, opts ...fsq.BarrierOption) (*fsq.Barrier, error) // nil: fsq.NewBarrier; tests replace it
+}
+
+// Option configures Open.
+type Option func(*Spool)
+
+// WithBarrierSync replaces the syncfs(2) of the spool's group-commit
+// barrier (fsq.WithSyncFunc), for tests that inject sync failures.
+func WithBarrierSync(f func(fd int) error) Option {
+	return func(s *Spool) { s.barrierOpts = append(s.barrierOpts, fsq.WithSyncFunc(f)) }
 }
 
 // sync is the group-commit barrier of the spool's file system (see
 // fsq.Barrier): Claim and Commit place their few ordering points there, so
 // that concurrent transactions share one syncfs.
 func (s *Spool) sync() error {
-	if err := s.openBarrier(); err != nil {
+	b, err := s.openBarrier()
+	if err != nil {
 		return err
 	}
-	return s.barrier.Wait()
+	return b.Wait()
 }
 
-func (s *Spool) openBarrier() error {
-	s.barrierOnce.Do(func() { s.barrier, s.barrierErr = fsq.NewBarrier(s.Root) })
-	return s.barrierErr
+// openBarrier returns the spool's barrier, opening it if it is not open
+// yet. An open that fails (say EMFILE) is tried again by the next call.
+func (s *Spool) openBarrier() (*fsq.Barrier, error) {
+	s.barrierMu.Lock()
+	defer s.barrierMu.Unlock()
+	if s.barrier != nil {
+		return s.barrier, nil
+	}
+	open := s.newBarrier
+	if open == nil {
+		open = fsq.NewBarrier
+	}
+	b, err := open(s.Root, s.barrierOpts...)
+	if err != nil {
+		return nil, err
+	}
+	s.barrier = b
+	return b, nil
 }
 
 // Sync makes everything written to the spool's file system so far
@@ -45,10 +73,11 @@ func (s *Spool) Sync() error { return s.sync() }
 
 // Syncs is how many group-commit syncs this Spool has made.
 func (s *Spool) Syncs() uint64 {
-	if s.openBarrier() != nil {
+	b, err := s.openBarrier()
+	if err != nil {
 		return 0
 	}
-	return s.barrier.Syncs()
+	return b.Syncs()
 }
 
 // Directories of the spool besides the state directories.
@@ -64,12 +93,15 @@ const (
 
 // Open returns the spool at root, creating any missing directory of the
 // layout (durably).
-func Open(root string) (*Spool, error) {
+func Open(root string, opts ...Option) (*Spool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", root, err)
 	}
 	s := &Spool{Root: abs}
+	for _, o := range opts {
+		o(s)
+	}
 	dirs := []string{TmpDir, CorruptDir, AgentsDir}
 	for _, st := range States {
 		dirs = append(dirs, st.Dir())
@@ -148,8 +180,10 @@ func (s *Spool) Locate(id string) ([]Location, error) {
 }
 
 // ReadJob reads and validates dir/job.json. A symlink or non-directory in
-// place of the job directory, or a job.json whose id differs from the
-// directory name, is ErrCorrupt.
+// place of the job directory, a job.json that is not a regular file (FIFO,
+// socket, directory, symlink) or is over MaxJobFileSize, or one whose id
+// differs from the directory name, is ErrCorrupt: the callers quarantine
+// it. The read never blocks and never loads more than the cap.
 func ReadJob(dir string) (*Job, error) {
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -161,14 +195,14 @@ func ReadJob(dir string) (*Job, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory (symlinks are refused)", ErrCorrupt, dir)
 	}
-	data, err := fsq.ReadFileNoFollow(filepath.Join(dir, JobFile))
+	data, err := fsq.ReadFileCapped(filepath.Join(dir, JobFile), MaxJobFileSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, derr := os.Lstat(dir); derr != nil {
 				return nil, fmt.Errorf("%s: %w", dir, fsq.ErrVanished)
 			}
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, dir, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, dir, err)
 	}
 	j, err := ParseJob(data)
 	if err != nil {
@@ -180,10 +214,15 @@ func ReadJob(dir string) (*Job, error) {
 	return j, nil
 }
 
-// ReadPrompt reads dir/prompt.json.
+// ReadPrompt reads dir/prompt.json, capped at MaxPromptSize. A prompt.json
+// that is not a regular file or is over the cap is ErrCorrupt (with the
+// fsq error in the chain); it is never read whole.
 func ReadPrompt(dir string) (json.RawMessage, error) {
-	b, err := fsq.ReadFileNoFollow(filepath.Join(dir, PromptFile))
+	b, err := fsq.ReadFileCapped(filepath.Join(dir, PromptFile), MaxPromptSize)
 	if err != nil {
+		if fsq.IsHostile(err) {
+			return nil, fmt.Errorf("prompt: %w: %w", ErrCorrupt, err)
+		}
 		return nil, fmt.Errorf("prompt: %w", err)
 	}
 	return b, nil
