@@ -312,6 +312,9 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 					stop(errLost)
 					return
 				}
+				if a.durabilityLost(err) {
+					return
+				}
 				l.Warn().Err(err).Msg("heartbeat failed")
 			}
 		case <-poll.C:

@@ -181,6 +181,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer timer.Stop()
 	ready := false
 	for {
+		if err := fsq.DurabilityErr(); err != nil {
+			return durabilityLost(m.log, err)
+		}
 		timer.Reset(m.sleep())
 		select {
 		case <-ctx.Done():
@@ -520,4 +523,13 @@ func (m *Manager) quarantineUnnamed(path string, cause error) error {
 func ownerBytes() []byte {
 	b, _ := json.Marshal(job.NewOwner(Actor, ""))
 	return append(b, '\n')
+}
+
+// durabilityLost ends Run after a failed fsync or syncfs of this process
+// (fsq.DurabilityErr): nothing it writes can be promised durable any
+// more, so it stops and exits non-zero; its restart and the recovery that
+// follows read the truth from disk.
+func durabilityLost(log zerolog.Logger, err error) error {
+	log.Error().Err(err).Msg("durability lost: a sync of the spool failed; exiting so that recovery reads the truth from disk")
+	return fmt.Errorf("stopped: %w", err)
 }

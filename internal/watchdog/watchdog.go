@@ -167,6 +167,9 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	defer tick.Stop()
 	ready := false
 	for {
+		if err := fsq.DurabilityErr(); err != nil {
+			return durabilityLost(w.log, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -541,4 +544,13 @@ func round(d time.Duration) time.Duration {
 		return d.Round(100 * time.Millisecond)
 	}
 	return d.Round(time.Second)
+}
+
+// durabilityLost ends Run after a failed fsync or syncfs of this process
+// (fsq.DurabilityErr): nothing it writes can be promised durable any
+// more, so it stops and exits non-zero; its restart and the recovery that
+// follows read the truth from disk.
+func durabilityLost(log zerolog.Logger, err error) error {
+	log.Error().Err(err).Msg("durability lost: a sync of the spool failed; exiting so that recovery reads the truth from disk")
+	return fmt.Errorf("stopped: %w", err)
 }

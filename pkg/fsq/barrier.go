@@ -35,6 +35,7 @@ type Barrier struct {
 	started, completed uint64
 	running            bool
 	failed             error  // the first failed sync: sticky
+	injected           bool   // syncfs replaced by WithSyncFunc (tests)
 	syncs              uint64 // syncfs calls made (for tests and metrics)
 	waiting            int    // callers waiting for a sync to finish
 	syncfs             func(fd int) error
@@ -49,9 +50,11 @@ var ErrDurability = errors.New("durability lost: a sync of the file system faile
 type BarrierOption func(*Barrier)
 
 // WithSyncFunc replaces syncfs(2) (given the descriptor of the barrier's
-// directory), for tests that inject sync failures.
+// directory), for tests that inject sync failures. A failure of an
+// injected sync stays with its barrier; a failure of the real syncfs is
+// also the whole process's (DurabilityErr).
 func WithSyncFunc(f func(fd int) error) BarrierOption {
-	return func(b *Barrier) { b.syncfs = f }
+	return func(b *Barrier) { b.syncfs, b.injected = f, true }
 }
 
 // NewBarrier opens a barrier on the file system holding dir.
@@ -73,6 +76,9 @@ func NewBarrier(dir string, opts ...BarrierOption) (*Barrier, error) {
 func (b *Barrier) Wait() error {
 	hook(OpBarrier, b.dir, "")
 	record(RecBefore, b.dir, "", nil)
+	if err := DurabilityErr(); err != nil && !b.injected {
+		return err // an fsync of this process failed: nothing is durable
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	mine := b.started + 1 // the first sync to begin after this call
@@ -99,6 +105,9 @@ func (b *Barrier) Wait() error {
 		b.syncs++
 		if err != nil && b.failed == nil {
 			b.failed = fmt.Errorf("%w: syncfs %s: %w", ErrDurability, b.dir, err)
+			if !b.injected {
+				lostDurability(b.dir, b.failed)
+			}
 		}
 		b.cond.Broadcast()
 	}

@@ -29,6 +29,7 @@ func TestBarrierWaitsForASyncStartedAfterIt(t *testing.T) {
 	entered := make(chan int, 4)
 	release := make(chan struct{}, 4)
 	calls := 0
+	b.injected = true
 	b.syncfs = func(int) error {
 		calls++
 		entered <- calls
@@ -68,6 +69,7 @@ func TestBarrierSharesSyncs(t *testing.T) {
 	b := newTestBarrier(t)
 	release := make(chan struct{})
 	first := true
+	b.injected = true
 	b.syncfs = func(int) error {
 		if first { // hold the first sync until everyone waits
 			first = false
@@ -106,12 +108,14 @@ func TestBarrierReportsFailure(t *testing.T) {
 	t.Parallel()
 	b := newTestBarrier(t)
 	boom := errors.New("EIO")
+	b.injected = true
 	b.syncfs = func(int) error { return boom }
 	if err := b.Wait(); !errors.Is(err, boom) || !errors.Is(err, ErrDurability) {
 		t.Fatalf("Wait = %v, want %v wrapped in ErrDurability", err, boom)
 	}
 	// Sticky: a sync that would succeed now proves nothing about what the
 	// failed one lost, so it is not even tried.
+	b.injected = true
 	b.syncfs = func(int) error { return nil }
 	for i := 0; i < 3; i++ {
 		if err := b.Wait(); !errors.Is(err, ErrDurability) {

@@ -1,6 +1,7 @@
 package fsq
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,6 +53,9 @@ func WriteFile(path string, data []byte, opts ...WriteOption) error {
 }
 
 func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
+	if err := DurabilityErr(); err != nil {
+		return err
+	}
 	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
 	if err != nil {
 		return err
@@ -65,6 +69,10 @@ func writeAtomic(path, dir string, data []byte, perm os.FileMode) error {
 	CrashPoint("fsq/write-rename:before")
 	tmp := pf.Name()
 	if err := pf.CloseAtomicallyReplace(); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) && pe.Op == "sync" {
+			return lostDurability(path, err) // the temp file's fsync failed
+		}
 		return err
 	}
 	// CloseAtomicallyReplace fsyncs the temp file, closes it and renames
@@ -104,7 +112,7 @@ func createFile(path string, data []byte, sync bool) error {
 // closeFile fsyncs f first if sync, then closes it.
 func closeFile(f *os.File, path string, sync bool) error {
 	if sync {
-		if err := f.Sync(); err != nil {
+		if err := syncChecked(f, path); err != nil {
 			f.Close()
 			return fmt.Errorf("fsync %s: %w", path, err)
 		}
@@ -139,7 +147,7 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("fsync dir %s: %w", dir, classify(err))
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := syncChecked(f, dir); err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
 	record(RecSyncDir, dir, "", nil)
