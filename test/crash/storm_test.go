@@ -216,20 +216,7 @@ func TestKillStorm(t *testing.T) {
 	c.stopAll()
 
 	rep := checkSpool(c.spool, c.records, c.ledger)
-	for i, f := range rep.findings {
-		if i == 50 {
-			t.Errorf("... and %d more", len(rep.findings)-50)
-			break
-		}
-		t.Errorf("violation: %s", f)
-	}
-	if rep.Concurrent > 0 {
-		c.explainOverlaps(t)
-	}
-	logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
-	for _, l := range logs {
-		checkLogLines(t, l)
-	}
+	reportViolations(t, c, rep)
 	lat, toStale, requeued, killedJobs := recoveryLatencies(c.spool, kills)
 	reconciles := startupDurations(filepath.Join(c.dir, "logs", "watchdogd.log"))
 	attempted, acked := c.ledger.counts()
@@ -257,6 +244,26 @@ func TestKillStorm(t *testing.T) {
 	t.Log(line)
 	if long && (kill < minKills || acked < minJobs) {
 		t.Errorf("long mode: %d kills and %d jobs, want >= %d and >= %d", kill, acked, minKills, minJobs)
+	}
+}
+
+// reportViolations fails t with the checker's findings (the first 50),
+// explains overlapping executions, and checks every daemon log's lines.
+func reportViolations(t *testing.T, c *cluster, rep checkReport) {
+	t.Helper()
+	for i, f := range rep.findings {
+		if i == 50 {
+			t.Errorf("... and %d more", len(rep.findings)-50)
+			break
+		}
+		t.Errorf("violation: %s", f)
+	}
+	if rep.Concurrent > 0 {
+		c.explainOverlaps(t)
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
+	for _, l := range logs {
+		checkLogLines(t, l)
 	}
 }
 
