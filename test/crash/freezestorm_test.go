@@ -192,7 +192,7 @@ func TestFreezeStorm(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for n := 0; n < plan.jobs; n++ {
+		for n := 0; n < plan.jobs && !stop.Load(); n++ {
 			id := fmt.Sprintf("f%05d", n)
 			prompt := fmt.Sprintf(`{"sleep_ms":%d,"fail_rate":0.05}`, 200+rand.IntN(2801))
 			c.ledger.attempt(id)
