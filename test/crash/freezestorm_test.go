@@ -41,9 +41,9 @@ type freezePlan struct {
 // jobs, 200 freezes). FARRO_FREEZE_JOBS, FARRO_FREEZE_FREEZES and
 // FARRO_FREEZE_KILLS (1 action in N is a SIGKILL; 0: none) override it.
 func freezePlanFromEnv(t *testing.T) freezePlan {
-	p := freezePlan{agents: 3, jobs: 60, freezes: 15, freezers: 1, pace: 500 * time.Millisecond, killOneIn: 8, threshold: time.Second}
+	p := freezePlan{agents: 3, jobs: 60, freezes: 15, freezers: 1, pace: 700 * time.Millisecond, killOneIn: 8, threshold: time.Second}
 	if os.Getenv("FARRO_FREEZE_LONG") == "1" {
-		p = freezePlan{agents: 4, jobs: 1000, freezes: 200, freezers: 2, pace: 250 * time.Millisecond, killOneIn: 8, threshold: time.Second}
+		p = freezePlan{agents: 4, jobs: 1000, freezes: 200, freezers: 2, pace: 350 * time.Millisecond, killOneIn: 8, threshold: time.Second}
 	}
 	for name, v := range map[string]*int{"FARRO_FREEZE_JOBS": &p.jobs, "FARRO_FREEZE_FREEZES": &p.freezes, "FARRO_FREEZE_KILLS": &p.killOneIn} {
 		if s := os.Getenv(name); s != "" {
@@ -63,8 +63,9 @@ func freezePlanFromEnv(t *testing.T) freezePlan {
 // restarts it with the same --id).
 type freezer struct {
 	plan    freezePlan
+	spool   *job.Spool
 	targets []*daemon
-	agents  map[*daemon]bool
+	agents  map[*daemon]string // agent -> its id
 
 	mu      sync.Mutex
 	frozen  map[*daemon]bool
@@ -73,22 +74,30 @@ type freezer struct {
 	kills   int
 }
 
-// pick returns a daemon that is not frozen, an agent 4 times in 5, or nil.
+// pick returns a daemon that is not frozen, or nil: 4 times in 5 an
+// agent, one running jobs if there is one.
 func (f *freezer) pick() *daemon {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var agents, others []*daemon
+	var agents, busy, others []*daemon
 	for _, d := range f.targets {
+		name, agent := f.agents[d]
 		switch {
 		case f.frozen[d]:
-		case f.agents[d]:
+		case agent:
 			agents = append(agents, d)
+			if len(runningOn(f.spool, name)) > 0 {
+				busy = append(busy, d)
+			}
 		default:
 			others = append(others, d)
 		}
 	}
-	from := agents
-	if rand.IntN(5) == 0 || len(agents) == 0 {
+	from := busy
+	if len(busy) == 0 {
+		from = agents
+	}
+	if rand.IntN(5) == 0 || len(from) == 0 {
 		from = others
 	}
 	if len(from) == 0 {
@@ -110,7 +119,7 @@ func (f *freezer) act() {
 		delete(f.frozen, d)
 		f.mu.Unlock()
 	}()
-	if f.agents[d] && f.plan.killOneIn > 0 && rand.IntN(f.plan.killOneIn) == 0 {
+	if _, agent := f.agents[d]; agent && f.plan.killOneIn > 0 && rand.IntN(f.plan.killOneIn) == 0 {
 		if d.kill() {
 			f.mu.Lock()
 			f.kills++
@@ -163,12 +172,13 @@ func TestFreezeStorm(t *testing.T) {
 
 	watchdogArgs := []string{"--interval", "100ms", "--lock-grace", "2s", "--crash-threshold", plan.threshold.String(), "--rescan", "1s"}
 	managerArgs := []string{"--max-attempts", "10", "--backoff-base", "20ms", "--backoff-max", "200ms", "--tmp-max-age", "5s", "--rescan", "1s"}
-	f := &freezer{plan: plan, agents: map[*daemon]bool{}, frozen: map[*daemon]bool{}, byKind: map[string]int{}}
+	f := &freezer{plan: plan, spool: c.spool, agents: map[*daemon]string{}, frozen: map[*daemon]bool{}, byKind: map[string]int{}}
 	f.targets = []*daemon{c.start("watchdogd", "watchdogd", watchdogArgs...), c.start("managerd", "managerd", managerArgs...)}
 	for i := 1; i <= plan.agents; i++ {
-		d := c.startAgent(fmt.Sprintf("a%d", i))
+		name := fmt.Sprintf("a%d", i)
+		d := c.startAgent(name)
 		f.targets = append(f.targets, d)
-		f.agents[d] = true
+		f.agents[d] = name
 	}
 
 	var (

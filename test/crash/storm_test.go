@@ -160,12 +160,7 @@ func TestKillStorm(t *testing.T) {
 			d := daemons[rand.IntN(len(daemons))]
 			var running []string
 			if name, ok := agents[d]; ok {
-				ents, _ := os.ReadDir(c.spool.AgentDir(name))
-				for _, e := range ents {
-					if !strings.HasPrefix(e.Name(), ".") {
-						running = append(running, e.Name())
-					}
-				}
+				running = runningOn(c.spool, name)
 			}
 			at := time.Now()
 			if d.kill() && running != nil {
@@ -308,6 +303,18 @@ func pickLive(s *job.Spool) string {
 		return ""
 	}
 	return ids[rand.IntN(len(ids))]
+}
+
+// runningOn returns the jobs in agent's in-progress directory.
+func runningOn(s *job.Spool, agent string) []string {
+	var out []string
+	ents, _ := os.ReadDir(s.AgentDir(agent))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // backlog counts the jobs in incoming/ (locks excluded).
