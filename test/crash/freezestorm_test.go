@@ -163,7 +163,7 @@ func (f *freezer) counts() (freezes, kills int, byKind string) {
 // zero.
 //
 // CI mode takes about a minute; FARRO_FREEZE_LONG=1 runs at least 200
-// freezes and 1,000 jobs. FARRO_FREEZE_FREEZES=0 FARRO_FREEZE_KILLS=0 is
+// freezes and 1,000 jobs (about 7 minutes: give go test -timeout 30m). FARRO_FREEZE_FREEZES=0 FARRO_FREEZE_KILLS=0 is
 // the sanity run: the same load, no chaos, every count zero.
 func TestFreezeStorm(t *testing.T) {
 	plan := freezePlanFromEnv(t)
@@ -186,10 +186,10 @@ func TestFreezeStorm(t *testing.T) {
 		submitted atomic.Int64
 		wg        sync.WaitGroup
 	)
-	// Registered after newCluster's, so it runs before the cluster is
-	// killed: the chaos ends and every daemon is continued (a stopped
-	// process leaves SIGTERM pending; SIGKILL would do, but a stopped
-	// daemon must not outlive a test that failed half-way either).
+	// halt ends the chaos and continues every daemon: a stopped process
+	// leaves SIGTERM pending until then. Also a cleanup, registered after
+	// newCluster's so that it runs before the cluster is killed, when the
+	// test ends half-way.
 	halt := func() {
 		stop.Store(true)
 		wg.Wait()
@@ -227,12 +227,14 @@ func TestFreezeStorm(t *testing.T) {
 			}()
 		}
 	}
-	// The storm lasts until every job is submitted and the freezes done.
+	// The storm lasts until every job is submitted and the freezes done
+	// (or its time is up: the counts are then short, which fails).
+	limit := time.Duration(plan.jobs)*plan.pace + time.Duration(plan.freezes)*(plan.threshold+3*time.Second) + time.Minute
 	lastLog := time.Now()
 	for {
 		time.Sleep(200 * time.Millisecond)
 		freezes, kills, _ := f.counts()
-		if int(submitted.Load()) >= plan.jobs && freezes >= plan.freezes {
+		if int(submitted.Load()) >= plan.jobs && freezes >= plan.freezes || time.Since(started) > limit {
 			break
 		}
 		if time.Since(lastLog) > 30*time.Second {
