@@ -107,6 +107,30 @@ type checkReport struct {
 	violations
 	jobs     int
 	findings []string
+	runStats
+}
+
+// runStats are the handler executions the checker saw: all of them, the
+// reruns (executions after a job's first), the overlapping ones (each
+// execution that began while another of its job was still alive: the
+// pairs behind the Concurrent count, which counts jobs) and those with no
+// end record (SIGKILLed: whether they outlived a later start of their job
+// is the kernel's word, the later one's flock).
+type runStats struct {
+	executions, reruns, overlapRuns, unended int
+}
+
+func (s *runStats) count(execs []run) {
+	s.executions += len(execs)
+	if len(execs) > 1 {
+		s.reruns += len(execs) - 1
+	}
+	s.overlapRuns += len(overlappedRuns(execs))
+	for _, e := range execs {
+		if e.end == 0 {
+			s.unended++
+		}
+	}
 }
 
 func (r *checkReport) found(counter *int, format string, args ...any) {
@@ -250,6 +274,7 @@ func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 			r.found(&r.Unreadable, "job %s: handler records: %v", id, err)
 			continue
 		}
+		r.count(execs)
 		if msg := overlapping(execs); msg != "" {
 			r.found(&r.Concurrent, "job %s: %s", id, msg)
 		}
@@ -305,13 +330,17 @@ func readEvents(dir string) ([]job.Event, error) {
 
 // run is one handler execution, from the handler's own records.
 type run struct {
-	start, end int64 // unix ns; end 0: it never recorded one (killed)
-	pid, ppid  int
-	attempt    int
-	corr       string // the claim's correlation id
-	overlap    bool   // it found the job's flock held by another live execution
-	overlapUS  int64  // for how long the other one kept it
-	failed     bool
+	start, end int64 // unix ns; end 0: it never recorded one (SIGKILLed)
+	// CLOCK_MONOTONIC ns of the same instants (0: a record without it);
+	// compared in preference to the wall clock.
+	monoStart, monoEnd int64
+	signal             string // the end was recorded on this signal (TERM)
+	pid, ppid          int
+	attempt            int
+	corr               string // the claim's correlation id
+	overlap            bool   // it found the job's flock held by another live execution
+	overlapUS          int64  // for how long the other one kept it
+	failed             bool
 }
 
 func loadExecutions(records, id string) ([]run, error) {
@@ -330,6 +359,8 @@ func loadExecutions(records, id string) ([]run, error) {
 		var rec struct {
 			Event   string `json:"event"`
 			NS      int64  `json:"ns"`
+			Mono    int64  `json:"mono_ns"`
+			Signal  string `json:"signal"`
 			PID     int    `json:"pid"`
 			PPID    int    `json:"ppid"`
 			Attempt int    `json:"attempt"`
@@ -343,10 +374,10 @@ func loadExecutions(records, id string) ([]run, error) {
 		}
 		switch rec.Event {
 		case "start":
-			open[rec.PID] = &run{start: rec.NS, pid: rec.PID, ppid: rec.PPID, attempt: rec.Attempt, corr: rec.Corr, overlap: rec.Overlap, overlapUS: rec.OverUS}
+			open[rec.PID] = &run{start: rec.NS, monoStart: rec.Mono, pid: rec.PID, ppid: rec.PPID, attempt: rec.Attempt, corr: rec.Corr, overlap: rec.Overlap, overlapUS: rec.OverUS}
 		case "end":
 			if e := open[rec.PID]; e != nil {
-				e.end, e.failed = rec.NS, rec.Failed
+				e.end, e.monoEnd, e.failed, e.signal = rec.NS, rec.Mono, rec.Failed, rec.Signal
 				out = append(out, *e)
 				delete(open, rec.PID)
 			}
@@ -360,19 +391,57 @@ func loadExecutions(records, id string) ([]run, error) {
 }
 
 // overlapping says how two executions of one job were alive at once, or
-// "" if none were: an execution that found the job's flock taken (the
-// kernel's word), or one that started before the previous one recorded
-// its end.
+// "" if none were (the first of overlappedRuns).
 func overlapping(execs []run) string {
-	for i, e := range execs {
-		if e.overlap {
-			return fmt.Sprintf("execution %d (pid %d, attempt %d) started while another execution was alive (flock held for %dµs more)", i+1, e.pid, e.attempt, e.overlapUS)
-		}
-		if i > 0 && execs[i-1].end != 0 && e.start < execs[i-1].end {
-			return fmt.Sprintf("execution %d started %dµs before execution %d ended", i+1, (execs[i-1].end-e.start)/1000, i)
+	over := overlappedRuns(execs)
+	if len(over) == 0 {
+		return ""
+	}
+	i := over[0]
+	e := execs[i]
+	if e.overlap {
+		return fmt.Sprintf("execution %d (pid %d, attempt %d) started while another execution was alive (flock held for %dµs more)", i+1, e.pid, e.attempt, e.overlapUS)
+	}
+	for k := i - 1; k >= 0; k-- {
+		if startedBeforeEnd(e, execs[k]) {
+			return fmt.Sprintf("execution %d started %dµs before execution %d ended", i+1, endGap(e, execs[k])/1000, k+1)
 		}
 	}
-	return ""
+	return fmt.Sprintf("execution %d overlapped an earlier one", i+1)
+}
+
+// overlappedRuns returns the index of every execution (sorted by start)
+// that began while an earlier execution of its job was still alive: it
+// found the job's flock taken (the kernel's word, which also covers an
+// earlier execution without an end record), or it started before an
+// earlier one recorded its end.
+func overlappedRuns(execs []run) []int {
+	var out []int
+	for i, e := range execs {
+		over := e.overlap
+		for k := 0; k < i && !over; k++ {
+			over = startedBeforeEnd(e, execs[k])
+		}
+		if over {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// startedBeforeEnd reports whether e started before prev (which started
+// earlier) recorded its end, on the monotonic clock when both records
+// have it.
+func startedBeforeEnd(e, prev run) bool {
+	return prev.end != 0 && endGap(e, prev) > 0
+}
+
+// endGap is how long before prev's end e started (ns; <= 0: after).
+func endGap(e, prev run) int64 {
+	if e.monoStart != 0 && prev.monoEnd != 0 {
+		return prev.monoEnd - e.monoStart
+	}
+	return prev.end - e.start
 }
 
 // attemptsMismatch checks job.json's attempts against the executions.

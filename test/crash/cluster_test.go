@@ -697,8 +697,13 @@ func (c *cluster) explainOverlaps(t testing.TB) {
 			continue
 		}
 		execs, err := loadExecutions(c.records, id)
-		if err != nil || overlapping(execs) == "" {
+		over := overlappedRuns(execs)
+		if err != nil || len(over) == 0 {
 			continue
+		}
+		overlapped := map[int]bool{}
+		for _, i := range over {
+			overlapped[i] = true
 		}
 		for i, x := range execs {
 			line := fmt.Sprintf("%s execution %d: pid %d attempt %d agent pid %d start %s", id, i+1, x.pid, x.attempt, x.ppid,
@@ -709,7 +714,10 @@ func (c *cluster) explainOverlaps(t testing.TB) {
 			if at, ok := died[x.ppid]; ok {
 				line += " agent reaped " + at.Format("15:04:05.000000")
 			}
-			if x.overlap {
+			if x.signal != "" {
+				line += " (on SIG" + x.signal + ")"
+			}
+			if overlapped[i] {
 				line += " OVERLAP"
 			}
 			t.Log(line)

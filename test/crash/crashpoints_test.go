@@ -88,16 +88,7 @@ func TestCrashPoints(t *testing.T) {
 				if os.Getenv("FARRO_CRASH_DEBUG") == "1" {
 					dumpJobs(t, c.spool, c.records)
 				}
-				for _, f := range rep.findings {
-					t.Errorf("violation: %s", f)
-				}
-				if rep.Concurrent > 0 {
-					c.explainOverlaps(t)
-				}
-				logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
-				for _, l := range logs {
-					checkLogLines(t, l)
-				}
+				reportViolations(t, c, rep)
 				tr, _ := os.ReadFile(c.trace)
 				mu.Lock()
 				defer mu.Unlock()

@@ -160,12 +160,7 @@ func TestKillStorm(t *testing.T) {
 			d := daemons[rand.IntN(len(daemons))]
 			var running []string
 			if name, ok := agents[d]; ok {
-				ents, _ := os.ReadDir(c.spool.AgentDir(name))
-				for _, e := range ents {
-					if !strings.HasPrefix(e.Name(), ".") {
-						running = append(running, e.Name())
-					}
-				}
+				running = runningOn(c.spool, name)
 			}
 			at := time.Now()
 			if d.kill() && running != nil {
@@ -216,20 +211,7 @@ func TestKillStorm(t *testing.T) {
 	c.stopAll()
 
 	rep := checkSpool(c.spool, c.records, c.ledger)
-	for i, f := range rep.findings {
-		if i == 50 {
-			t.Errorf("... and %d more", len(rep.findings)-50)
-			break
-		}
-		t.Errorf("violation: %s", f)
-	}
-	if rep.Concurrent > 0 {
-		c.explainOverlaps(t)
-	}
-	logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
-	for _, l := range logs {
-		checkLogLines(t, l)
-	}
+	reportViolations(t, c, rep)
 	lat, toStale, requeued, killedJobs := recoveryLatencies(c.spool, kills)
 	reconciles := startupDurations(filepath.Join(c.dir, "logs", "watchdogd.log"))
 	attempted, acked := c.ledger.counts()
@@ -257,6 +239,26 @@ func TestKillStorm(t *testing.T) {
 	t.Log(line)
 	if long && (kill < minKills || acked < minJobs) {
 		t.Errorf("long mode: %d kills and %d jobs, want >= %d and >= %d", kill, acked, minKills, minJobs)
+	}
+}
+
+// reportViolations fails t with the checker's findings (the first 50),
+// explains overlapping executions, and checks every daemon log's lines.
+func reportViolations(t *testing.T, c *cluster, rep checkReport) {
+	t.Helper()
+	for i, f := range rep.findings {
+		if i == 50 {
+			t.Errorf("... and %d more", len(rep.findings)-50)
+			break
+		}
+		t.Errorf("violation: %s", f)
+	}
+	if rep.Concurrent > 0 {
+		c.explainOverlaps(t)
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
+	for _, l := range logs {
+		checkLogLines(t, l)
 	}
 }
 
@@ -301,6 +303,18 @@ func pickLive(s *job.Spool) string {
 		return ""
 	}
 	return ids[rand.IntN(len(ids))]
+}
+
+// runningOn returns the jobs in agent's in-progress directory.
+func runningOn(s *job.Spool, agent string) []string {
+	var out []string
+	ents, _ := os.ReadDir(s.AgentDir(agent))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // backlog counts the jobs in incoming/ (locks excluded).

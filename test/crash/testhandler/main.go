@@ -17,6 +17,12 @@
 // fail_rate (default 0.2). With in_child, the handler does all that in a
 // child process of its own and waits for it, as a shell script running a
 // command does.
+//
+// Every record also carries mono_ns, CLOCK_MONOTONIC (one clock for every
+// process of the machine, which no wall-clock step moves). SIGTERM (what
+// agentd sends a handler it stops) is trapped: the execution writes its
+// end record (failed, signal "TERM") before it exits, so an execution
+// without an end record is one that was SIGKILLed.
 package main
 
 import (
@@ -28,15 +34,20 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 type record struct {
 	Event   string `json:"event"` // start or end
 	NS      int64  `json:"ns"`    // unix nanoseconds
+	Mono    int64  `json:"mono_ns"`
 	PID     int    `json:"pid"`
 	PPID    int    `json:"ppid"` // the agentd running it
 	Attempt int    `json:"attempt"`
@@ -44,8 +55,9 @@ type record struct {
 	Overlap bool   `json:"overlap,omitempty"` // another execution held the job's flock
 	// OverlapUS is how long the other execution kept holding it (µs,
 	// waited for up to 5 s before this one went on).
-	OverlapUS int64 `json:"overlap_us,omitempty"`
-	Failed    bool  `json:"failed,omitempty"`
+	OverlapUS int64  `json:"overlap_us,omitempty"`
+	Failed    bool   `json:"failed,omitempty"`
+	Signal    string `json:"signal,omitempty"` // the end was written on this signal
 }
 
 type prompt struct {
@@ -98,7 +110,11 @@ func main() {
 	if p.FailRate != nil {
 		failRate = *p.FailRate
 	}
-	began := time.Now()
+	// SIGTERM is caught from here on (and acted on once the start record
+	// is written): the execution then ends with an end record.
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	began, mono := time.Now(), monotonic()
 	overlap := !takeFlock(filepath.Join(dir, id+".flock"))
 	var overlapUS int64
 	if overlap {
@@ -109,9 +125,20 @@ func main() {
 		}
 		overlapUS = time.Since(began).Microseconds()
 	}
-	rec := record{Event: "start", NS: began.UnixNano(), PID: os.Getpid(), PPID: os.Getppid(), Attempt: attempt,
+	rec := record{Event: "start", NS: began.UnixNano(), Mono: mono, PID: os.Getpid(), PPID: os.Getppid(), Attempt: attempt,
 		Corr: os.Getenv("FARRO_CORRELATION_ID"), Overlap: overlap, OverlapUS: overlapUS}
 	write(dir, id, rec)
+	var ending sync.Mutex
+	end := func(failed bool, sig string) {
+		ending.Lock() // held until exit: one end record per execution
+		rec.Event, rec.NS, rec.Mono, rec.Failed, rec.Overlap, rec.Signal = "end", time.Now().UnixNano(), monotonic(), failed, false, sig
+		write(dir, id, rec)
+	}
+	go func() {
+		<-terms
+		end(true, "TERM")
+		os.Exit(128 + int(syscall.SIGTERM))
+	}()
 	deadline := time.Now().Add(time.Duration(sleep) * time.Millisecond)
 	if p.UntilRelease {
 		release := filepath.Join(dir, id+".release")
@@ -125,13 +152,21 @@ func main() {
 		time.Sleep(time.Until(deadline))
 	}
 	fail := rand.Float64() < failRate
-	rec.Event, rec.NS, rec.Failed, rec.Overlap = "end", time.Now().UnixNano(), fail, false
-	write(dir, id, rec)
+	end(fail, "")
 	fmt.Println("done", id, attempt)
 	if fail {
 		fmt.Fprintln(os.Stderr, "simulated failure")
 		os.Exit(1)
 	}
+}
+
+// monotonic reads CLOCK_MONOTONIC in nanoseconds.
+func monotonic() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
 }
 
 // takeFlock takes an exclusive flock on path for the life of the process
