@@ -310,6 +310,10 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	}
 	var verdict, reason string
 	switch {
+	case errors.Is(readErr, fs.ErrPermission):
+		// Written by a process of another user, maybe alive: nothing is
+		// proven, so nothing is recovered (farroctl fsck reports it).
+		return
 	case rerr != nil:
 		// How long the owner file has been missing or unreadable: seen
 		// so on the watchdog's clock, or the lock's age by its mtime
