@@ -6,12 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/ctl"
 	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/internal/proc/proctest"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -301,18 +301,7 @@ func TestFsckLeavesLiveLocksAlone(t *testing.T) {
 func TestFsckRepairStopsTheHandlerFirst(t *testing.T) {
 	e := newEnv(t)
 	c := e.claim("run")
-	handler := exec.Command("sleep", "600")
-	handler.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := handler.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = handler.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = syscall.Kill(-handler.Process.Pid, syscall.SIGKILL); <-exited })
-	hid, err := proc.Of(handler.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hid, exited := proctest.Handler(t)
 	if err := c.RecordHandler(hid); err != nil {
 		t.Fatal(err)
 	}

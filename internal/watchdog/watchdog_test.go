@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/internal/proc/proctest"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -569,18 +569,7 @@ func TestSilentOwnersHandlerIsStoppedBeforeRecovery(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{CrashThreshold: 3 * time.Second})
 	c := e.claim(t, "j")
-	handler := exec.Command("sleep", "600")
-	handler.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := handler.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = handler.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = syscall.Kill(-handler.Process.Pid, syscall.SIGKILL); <-exited })
-	id, err := proc.Of(handler.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, exited := proctest.Handler(t)
 	if err := c.RecordHandler(id); err != nil {
 		t.Fatal(err)
 	}
