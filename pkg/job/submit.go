@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
@@ -23,7 +22,17 @@ type SubmitRequest struct {
 	Actor       string    // who submits, for the event log
 }
 
-var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9._-]{0,63}$`)
+// KindPattern is the pattern job kinds match, for messages.
+const KindPattern = `^[a-z][a-z0-9._-]{0,63}$`
+
+func isLower(c byte) bool { return c >= 'a' && c <= 'z' }
+
+func isKindByte(c byte) bool {
+	return isLower(c) || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// ValidKind reports whether kind is a valid job kind (KindPattern).
+func ValidKind(kind string) bool { return matchName(kind, 64, isLower, isKindByte) }
 
 // Submit durably creates a job: it is built in tmp/, then renamed into
 // incoming/ (or deferred/, held/) while holding the job's lock, after
@@ -106,8 +115,8 @@ func (s *Spool) build(req *SubmitRequest) (*Job, string, error) {
 	if err := ValidateID(req.ID); err != nil {
 		return nil, "", err
 	}
-	if !kindPattern.MatchString(req.Kind) {
-		return nil, "", fmt.Errorf("invalid kind %q: must match %s", req.Kind, kindPattern)
+	if !ValidKind(req.Kind) {
+		return nil, "", fmt.Errorf("invalid kind %q: must match %s", req.Kind, KindPattern)
 	}
 	if len(req.Prompt) > MaxPromptSize {
 		return nil, "", fmt.Errorf("prompt is %d bytes, over the limit of %d", len(req.Prompt), MaxPromptSize)

@@ -3,18 +3,26 @@ package job
 import (
 	"os"
 	"path/filepath"
-	"regexp"
+	"strings"
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
 )
 
-// writeTemp matches the temp files that fsq.WriteFile (renameio) makes
+// isWriteTemp reports whether name is one of the temp files that fsq.WriteFile (renameio) makes
 // beside the files farro rewrites in a job directory: a dot, the target's
 // name, digits. A process killed in the middle of such a write (a
 // heartbeat, a commit, an operator's control request) leaves one behind.
 // Only these names count: a handler's own dot files are never touched.
-var writeTemp = regexp.MustCompile(`^\.(job\.json|control\.json)-?[0-9]+$`)
+func isWriteTemp(name string) bool {
+	for _, target := range []string{".job.json", ".control.json"} {
+		if rest, ok := strings.CutPrefix(name, target); ok {
+			rest = strings.TrimPrefix(rest, "-")
+			return rest != "" && strings.Trim(rest, "0123456789") == ""
+		}
+	}
+	return false
+}
 
 // TempGrace is the age past which a temp file of an atomic write in a job
 // directory is taken to be abandoned. A live write keeps its temp file for
@@ -37,7 +45,7 @@ func dropTemps(dir string, grace time.Duration, sync bool) {
 	removed := false
 	cutoff := time.Now().Add(-grace)
 	for _, e := range ents {
-		if writeTemp.MatchString(e.Name()) && e.Type().IsRegular() {
+		if isWriteTemp(e.Name()) && e.Type().IsRegular() {
 			if fi, err := e.Info(); grace > 0 && (err != nil || fi.ModTime().After(cutoff)) {
 				continue
 			}
