@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,7 @@ type Manager struct {
 	log   zerolog.Logger
 
 	sched      *schedule
+	readAt     map[string]time.Time // deferred job dir mtime when its job.json was last read
 	busy       map[string]job.State // jobs to retry: their lock was held
 	schemaSeen map[string]bool      // unknown schema versions already reported
 	lastRetain time.Time
@@ -108,7 +110,7 @@ func New(s *job.Spool, cfg Config, log zerolog.Logger) *Manager {
 	cfg.defaults()
 	m := &Manager{
 		spool: s, cfg: cfg, log: log,
-		sched: newSchedule(), busy: map[string]job.State{}, schemaSeen: map[string]bool{},
+		sched: newSchedule(), readAt: map[string]time.Time{}, busy: map[string]job.State{}, schemaSeen: map[string]bool{},
 	}
 	m.touch()
 	return m
@@ -398,7 +400,13 @@ func (m *Manager) handleStale(id string) error {
 // with it.
 func (m *Manager) noteDeferred(id string) {
 	if job.ValidateID(id) == nil {
-		j, err := job.ReadJob(m.spool.JobDir(job.Deferred, "", id))
+		dir := m.spool.JobDir(job.Deferred, "", id)
+		// The directory's mtime before the read: a job.json replaced
+		// during or after it changes the mtime, and is read again.
+		if fi, err := os.Lstat(dir); err == nil {
+			m.readAt[id] = fi.ModTime()
+		}
+		j, err := job.ReadJob(dir)
 		if errors.Is(err, fsq.ErrVanished) {
 			return
 		}
@@ -410,9 +418,12 @@ func (m *Manager) noteDeferred(id string) {
 	m.process(job.Deferred, id)
 }
 
-// rescanDeferred relists deferred/, re-reads every job's not_before and
-// forgets the jobs that are gone. Between rescans the index is kept by
-// watch events alone.
+// rescanDeferred relists deferred/, reads the not_before of every job it
+// does not know or whose job.json was replaced since it was read (the
+// job directory's mtime changed: every job.json write is a rename into
+// it), and forgets the jobs that are gone. A known, unchanged job costs
+// one lstat, not a read and a parse. Between rescans the index is kept
+// by watch events alone.
 func (m *Manager) rescanDeferred(ctx context.Context) error {
 	ents, err := fsq.ScanDir(m.spool.StateDir(job.Deferred))
 	if err != nil {
@@ -423,11 +434,21 @@ func (m *Manager) rescanDeferred(ctx context.Context) error {
 		present[id] = true
 	}
 	m.sched.retain(present)
+	for id := range m.readAt {
+		if !present[id] {
+			delete(m.readAt, id)
+		}
+	}
 	for _, id := range ents.Dirs {
 		if ctx.Err() != nil {
 			return nil
 		}
-		m.noteDeferred(id) // re-read: a not_before may have changed unseen
+		if at, ok := m.readAt[id]; ok && m.sched.has(id) {
+			if fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id)); err == nil && fi.ModTime().Equal(at) {
+				continue
+			}
+		}
+		m.noteDeferred(id)
 	}
 	for _, name := range ents.Hostile {
 		m.process(job.Deferred, name)

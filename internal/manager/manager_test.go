@@ -685,3 +685,46 @@ func contains(s []string, x string) bool {
 	}
 	return false
 }
+
+// A rescan reads a deferred job's job.json only when the job is new to it
+// or its directory changed (every job.json write renames into it): a job
+// whose file is overwritten in place, leaving the directory as it was, is
+// not read again (so it is not found corrupt), and is read once its
+// directory changes.
+func TestRescanReadsOnlyChangedDeferredJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{BackoffBase: time.Hour, BackoffMax: time.Hour})
+	e.failed(t, "d1", 1, 0, "boom")
+	e.runOnce(t) // deferred, read once
+	if st := e.state("d1"); st != job.Deferred {
+		t.Fatalf("state %s, want deferred", st)
+	}
+	dir := e.s.JobDir(job.Deferred, "", "d1")
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, job.JobFile), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("not json"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(dir, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	e.runOnce(t)
+	if st := e.state("d1"); st != job.Deferred {
+		t.Fatalf("an unchanged deferred job was read again: %s", st)
+	}
+	later := fi.ModTime().Add(time.Second)
+	if err := os.Chtimes(dir, later, later); err != nil {
+		t.Fatal(err)
+	}
+	e.runOnce(t)
+	if st := e.state("d1"); st == job.Deferred {
+		t.Fatal("a deferred job whose directory changed was not read again")
+	}
+}
