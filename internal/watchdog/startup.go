@@ -34,6 +34,20 @@ func (w *Watchdog) Startup(ctx context.Context) error {
 	start := time.Now()
 	var st StartupStats
 	var errs []error
+	// The pass reads every job.json, which takes seconds per 100k jobs:
+	// meanwhile the lock checks run every Interval, so that a holder
+	// that dies now is recovered as fast as ever. The locks are learned
+	// first (incoming/ is listed first).
+	lastTick := time.Now()
+	tickNow := func() {
+		if time.Since(lastTick) < w.cfg.Interval {
+			return
+		}
+		if err := w.tick(ctx); err != nil {
+			w.log.Error().Err(err).Msg("check incomplete")
+		}
+		lastTick = time.Now()
+	}
 	for _, state := range job.States {
 		if ctx.Err() != nil {
 			break
@@ -57,6 +71,7 @@ func (w *Watchdog) Startup(ctx context.Context) error {
 						break
 					}
 					w.startupCheck(&st, state, agent, id)
+					tickNow()
 				}
 			}
 			continue
@@ -67,15 +82,22 @@ func (w *Watchdog) Startup(ctx context.Context) error {
 			continue
 		}
 		st.Hostile += len(ents.Hostile)
+		if state == job.Queued {
+			for _, id := range ents.Dirs {
+				if lid, ok := strings.CutSuffix(id, job.LockSuffix); ok {
+					w.locks[lid] = true
+				}
+			}
+		}
 		for _, id := range ents.Dirs {
 			if ctx.Err() != nil {
 				break
 			}
 			if state == job.Queued && strings.HasSuffix(id, job.LockSuffix) {
-				w.locks[strings.TrimSuffix(id, job.LockSuffix)] = true
 				continue
 			}
 			w.startupCheck(&st, state, "", id)
+			tickNow()
 		}
 	}
 	w.sweepTemps(&st, w.spool.Path(job.CorruptDir), func(t string) bool {

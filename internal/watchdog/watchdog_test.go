@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"encoding/json"
 	"github.com/farro-dev/farro/internal/logx/logxtest"
@@ -606,5 +607,37 @@ func TestHalfDoneRecoveryBehindLiveOwnerIsFinished(t *testing.T) {
 	st, j := e.where(t, "j")
 	if st != job.Stale || j.Status != job.Stale || e.locked("j") {
 		t.Fatalf("state %s status %s locked %v; want stale, stale, unlocked", st, j.Status, e.locked("j"))
+	}
+}
+
+// The startup pass reads every job.json (seconds per 100k jobs); a holder
+// that is dead meanwhile is recovered during the pass, not after it.
+func TestStartupPassKeepsRecovering(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{Interval: time.Millisecond})
+	for i := range 1500 {
+		if _, err := e.s.Submit(job.SubmitRequest{ID: fmt.Sprintf("q%04d", i), Kind: "noop", Prompt: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.claim(t, "dead")
+	o := job.NewOwner(holder.Actor, holder.Agent)
+	o.PID = deadPID(t)
+	e.setOwner(t, "dead", o)
+	e.runOnce(t)
+	if st, _ := e.where(t, "dead"); st != job.Stale {
+		t.Fatalf("state %s, want stale", st)
+	}
+	recovered, done := -1, -1
+	for i, l := range e.log.Lines(t) {
+		switch {
+		case l["job_id"] == "dead" && recovered < 0:
+			recovered = i
+		case l["message"] == "startup reconcile done":
+			done = i
+		}
+	}
+	if recovered < 0 || done < 0 || recovered > done {
+		t.Fatalf("recovery logged at line %d, startup done at line %d: want the recovery during the pass", recovered, done)
 	}
 }
