@@ -2,9 +2,9 @@ package watchdog
 
 import (
 	"bytes"
-	"fmt"
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"os"
 	"os/exec"
