@@ -120,7 +120,13 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := watchdog.New(s, watchdog.Config{Interval: 50 * time.Millisecond, CrashThreshold: 30 * time.Second, LockGrace: time.Second, Rescan: time.Second}, zerolog.Nop())
+	var wlog syncBuf
+	w := watchdog.New(s, watchdog.Config{Interval: 50 * time.Millisecond, CrashThreshold: 30 * time.Second, LockGrace: time.Second, Rescan: time.Second}, zerolog.New(&wlog))
+	defer func() {
+		if t.Failed() {
+			t.Logf("watchdog log:\n%s", wlog.String())
+		}
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	agentDone := make(chan error, 1)
@@ -140,9 +146,11 @@ func TestFullDisk(t *testing.T) {
 	if _, err := s.Submit(job.SubmitRequest{ID: "orphan", Kind: "other", Prompt: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim("orphan", job.Holder{Actor: "agentd/w0", Agent: "w0"}); err != nil {
+	oc, err := s.Claim("orphan", job.Holder{Actor: "agentd/w0", Agent: "w0"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("orphan claimed with token %s", oc.Token())
 	free := fill(t, root)
 	o := job.NewOwner("agentd/w0", "w0")
 	o.PID = deadPID(t)
@@ -175,9 +183,16 @@ func TestFullDisk(t *testing.T) {
 		t.Fatal("the orphan was recovered on a full disk: the disk was not full")
 	}
 	free()
+	// The orphan is recovered when its lock is gone and job.json says
+	// stale (a recovery cut by the full disk may have moved it already).
 	waitFor(t, "every job succeeded, and the orphan recovered, once space returned", func() bool {
 		c := states(t, s)
-		return c[job.Succeeded] == jobs && c[job.Stale] == 1
+		if c[job.Succeeded] != jobs || c[job.Stale] != 1 {
+			return false
+		}
+		j, err := job.ReadJob(s.JobDir(job.Stale, "", "orphan"))
+		_, lerr := os.Lstat(s.LockPath("orphan"))
+		return err == nil && j.Status == job.Stale && os.IsNotExist(lerr)
 	})
 	cancel()
 	if err := <-agentDone; err != nil {
@@ -198,8 +213,11 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) != 0 {
-		t.Errorf("incoming/ not empty at the end: %d entries (locks left?)", len(ents))
+	for _, e := range ents {
+		t.Errorf("incoming/ not empty at the end: %s", e.Name())
+		if b, err := os.ReadFile(filepath.Join(s.StateDir(job.Queued), e.Name(), fsq.OwnerFile)); err == nil {
+			t.Logf("its owner: %s", b)
+		}
 	}
 	t.Logf("full disk: %d jobs, states while full %v", jobs, counts)
 }
@@ -243,4 +261,22 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
 }
