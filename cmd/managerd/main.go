@@ -92,9 +92,9 @@ func run(c *cli.Context, stdout io.Writer) error {
 			}()
 		}
 		log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
-			Dur("backoff_base", cfg.BackoffBase).Dur("backoff_max", cfg.BackoffMax).
-			Dur("retention", cfg.Retention).Dur("tmp_max_age", cfg.TmpMaxAge).
-			Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
+			Dur("backoff_base_ms", cfg.BackoffBase).Dur("backoff_max_ms", cfg.BackoffMax).
+			Dur("retention_ms", cfg.Retention).Dur("tmp_max_age_ms", cfg.TmpMaxAge).
+			Dur("rescan_ms", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
 		return m.Run(ctx)
 	})
 }

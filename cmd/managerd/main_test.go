@@ -49,7 +49,7 @@ func setup(t *testing.T) *job.Spool {
 // stops it as SIGTERM would, and returns its stdout.
 func runDaemon(t *testing.T, args ...string) string {
 	t.Helper()
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := logxtest.New(t), &syncBuffer{} // every stdout line is checked strictly when t ends
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -63,9 +63,9 @@ func run(c *cli.Context, stdout io.Writer) error {
 		var w *watchdog.Watchdog
 		cfg.Ready = func() { daemon.Ready(ctx, w.Alive) }
 		w = watchdog.New(spool, cfg, log)
-		log.Info().Str("spool", spool.Root).Dur("interval", cfg.Interval).
-			Dur("crash_threshold", cfg.CrashThreshold).Dur("lock_grace", cfg.LockGrace).
-			Dur("rescan", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("watchdogd starting")
+		log.Info().Str("spool", spool.Root).Dur("interval_ms", cfg.Interval).
+			Dur("crash_threshold_ms", cfg.CrashThreshold).Dur("lock_grace_ms", cfg.LockGrace).
+			Dur("rescan_ms", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("watchdogd starting")
 		return w.Run(ctx)
 	})
 }

@@ -61,7 +61,7 @@ func setup(t *testing.T) *job.Spool {
 // then stops it as SIGTERM would, and returns its stdout.
 func runDaemon(t *testing.T, s *job.Spool, args ...string) string {
 	t.Helper()
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := logxtest.New(t), &syncBuffer{} // every stdout line is checked strictly when t ends
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -117,7 +117,7 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 	t.Setenv("FARRO_INTERVAL", "20ms")
 	t.Setenv("FARRO_NO_NOTIFY", "true")
 	out := runDaemon(t, s)
-	if !strings.Contains(out, `"interval":20`) || !strings.Contains(out, `"no_notify":true`) {
+	if !strings.Contains(out, `"interval_ms":20`) || !strings.Contains(out, `"no_notify":true`) {
 		t.Fatalf("environment not applied:\n%s", out)
 	}
 }

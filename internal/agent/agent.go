@@ -135,7 +135,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	<-ctx.Done()
-	a.log.Info().Int("running", a.Busy()).Dur("drain_timeout", a.cfg.DrainTimeout).Msg("draining")
+	a.log.Info().Int("running", a.Busy()).Dur("drain_timeout_ms", a.cfg.DrainTimeout).Msg("draining")
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -244,7 +244,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	env := c.Envelope()
 	j := env.Lifecycle
 	l := logx.ForJob(a.log, j)
-	logx.Transition(l, j, job.Queued)
+	l.Transition(j, job.Queued)
 
 	hctx, stop := context.WithCancelCause(runCtx)
 	defer stop(nil)
@@ -257,7 +257,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.supervise(hctx, stop, c, env.Runtime.Dir, l)
+		a.supervise(hctx, stop, c, env.Runtime.Dir, l.Logger)
 	}()
 
 	h := a.cfg.Handlers[j.Kind]
@@ -333,7 +333,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 }
 
 // commit records the outcome. Who stopped the handler decides the state.
-func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l zerolog.Logger) {
+func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l logx.JobLogger) {
 	var ctl controlCause
 	var to job.State
 	var reason string
@@ -398,7 +398,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 			l.Error().Err(err).Msg("commit refused")
 			return
 		}
-		l.Error().Err(err).Int("try", try).Dur("retry_in", backoff).Msg("commit failed; retrying")
+		l.Error().Err(err).Int("try", try).Dur("retry_in_ms", backoff).Msg("commit failed; retrying")
 		select {
 		case <-a.abandon:
 			l.Error().Err(err).Msg("commit abandoned at shutdown; watchdogd will finish it once this agent is gone")
@@ -408,7 +408,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l ze
 		backoff = min(2*backoff, 5*time.Second)
 	}
 	metrics.CommitDone(time.Since(commitStart))
-	logx.Transition(l, c.Envelope().Lifecycle, job.InProgress)
+	l.Transition(c.Envelope().Lifecycle, job.InProgress)
 }
 
 // firstLine shortens s to its first line and at most n bytes, for reasons;

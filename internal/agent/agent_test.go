@@ -14,10 +14,19 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testLog is an agent's logger at debug level into a buffer whose every
+// line is checked strictly (logxtest) when t ends: every line every test
+// makes the agent write must be one JSON object with no key twice.
+func testLog(t testing.TB, id string) zerolog.Logger {
+	return logx.New(logxtest.New(t), "agentd/"+id, "debug")
+}
 
 type fixture struct {
 	spool  *job.Spool
@@ -37,7 +46,7 @@ func setup(t *testing.T, cfg Config) *fixture {
 	if cfg.ID == "" {
 		cfg.ID = "t1"
 	}
-	cfg.Log = zerolog.Nop()
+	cfg.Log = testLog(t, cfg.ID)
 	if cfg.Rescan == 0 {
 		cfg.Rescan = 50 * time.Millisecond
 	}
@@ -126,7 +135,7 @@ func TestPriorityOrder(t *testing.T) {
 		mu.Unlock()
 		return Result{}
 	})
-	a, err := New(Config{Spool: s, ID: "t1", Handlers: map[string]Handler{"rec": rec}, Log: zerolog.Nop()})
+	a, err := New(Config{Spool: s, ID: "t1", Handlers: map[string]Handler{"rec": rec}, Log: testLog(t, "t1")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -55,7 +53,7 @@ func TestRunStopsWhenDurabilityIsLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			ran := make(chan struct{}, 1)
-			a, err := New(Config{Spool: s, ID: "t1", Log: zerolog.Nop(), Rescan: 50 * time.Millisecond,
+			a, err := New(Config{Spool: s, ID: "t1", Log: testLog(t, "t1"), Rescan: 50 * time.Millisecond,
 				DrainTimeout: time.Minute, // a drain would outlast the deadline below
 				Handlers: map[string]Handler{"noop": HandlerFunc(func(context.Context, Task) Result {
 					ran <- struct{}{}

@@ -93,7 +93,7 @@ func (d *driver) applyRequests(now time.Time) {
 			dm.parsed = map[string]*robots.Robots{}
 			d.dirty[r.Domain] = true
 			d.refreshWork(dm)
-			d.log.Info().Str("domain", r.Domain).Str("actor", r.Actor).Str("from", string(from)).Msg("domain reset by operator")
+			d.log.Info().Str("domain", r.Domain).Str("requested_by", r.Actor).Str("from", string(from)).Msg("domain reset by operator")
 		default:
 			d.log.Error().Str("op", r.Op).Str("file", p).Msg("unknown request; removed")
 		}

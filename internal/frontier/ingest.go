@@ -194,7 +194,7 @@ func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
 			if dd.NextCrawlAfter == nil || dd.NextCrawlAfter.Before(t) {
 				dd.NextCrawlAfter = &t
 			}
-			d.log.Info().Str("domain", dd.Domain).Int("http_status", s).Dur("retry_after", ra).Msg("domain pushed back by Retry-After")
+			d.log.Info().Str("domain", dd.Domain).Int("http_status", s).Dur("retry_after_ms", ra).Msg("domain pushed back by Retry-After")
 		}
 		if dd.ConsecutiveErrorCount >= d.cfg.BlockThreshold {
 			d.block(dm, crawl.DomainBlocked, reason, fmt.Sprintf("%d consecutive 403/429/5xx responses (last %d)", dd.ConsecutiveErrorCount, s), d.cfg.BlockCooldown.D(), now)
@@ -359,7 +359,7 @@ func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir strin
 	dd.Robots[fl.Origin] = rc
 	d.spaceAfter(dm, rc.FetchedAt, now)
 	d.log.Info().Str("domain", dd.Domain).Str("origin", fl.Origin).Int("http_status", rc.HTTPStatus).
-		Str("verdict", rc.Verdict).Float64("crawl_delay", rc.CrawlDelay).Msg("robots.txt")
+		Str("verdict", rc.Verdict).Float64("crawl_delay_s", rc.CrawlDelay).Msg("robots.txt")
 	if unreachable && d.cfg.ObeyRobots {
 		detail := fmt.Sprintf("robots.txt of %s answered %d: disallow all", fl.Origin, rc.HTTPStatus)
 		if rc.HTTPStatus == 0 {

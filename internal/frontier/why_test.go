@@ -3,6 +3,8 @@ package frontier_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +62,24 @@ func TestWhyWaiting(t *testing.T) {
 	}
 	if a := why(site.URL(testsite.HostA, "/p/3")); a.Verdict != ctl.WhyOverBudget {
 		t.Errorf("why /p/3 over budget: %+v", a)
+	}
+
+	// An operator's reset, applied by the running frontier: its log line
+	// names who asked as requested_by, since actor is already the daemon's
+	// (the cluster checks every line strictly when the test ends).
+	var out bytes.Buffer
+	if err := (&ctl.Ctl{Root: e.spool.Root, Stdout: &out, Stderr: &out}).DomainReset("why", site.URL(testsite.HostA, "/")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "reset requested") {
+		t.Fatalf("reset not sent to the frontier: %s", out.String())
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if names, err := os.ReadDir(st.Path(crawl.RequestsDir)); err == nil && len(names) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the frontier did not apply the reset within 10s")
+		}
 	}
 }

@@ -40,17 +40,42 @@ func New(w io.Writer, actor, level string) zerolog.Logger {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("app", App).Str("actor", actor).Logger()
 }
 
-// ForJob adds the job's id and the correlation id of its current attempt.
-func ForJob(l zerolog.Logger, j *job.Job) zerolog.Logger {
-	c := l.With().Str("job_id", j.ID)
+// JobLogger logs about one job. Its embedded Logger carries the job's
+// job_id and correlation_id, for the job's ordinary lines; Transition logs
+// from the logger ForJob was given, which does not carry them, so that a
+// transition line has each key once (zerolog cannot tell which fields a
+// logger already has: adding job_id to a logger that has it writes the key
+// twice).
+type JobLogger struct {
+	zerolog.Logger
+	base zerolog.Logger
+}
+
+// ForJob returns l with the job's id and the correlation id of its current
+// attempt, for lines about job j. l must not carry them already.
+func ForJob(l zerolog.Logger, j *job.Job) JobLogger {
+	return JobLogger{Logger: jobFields(l.With(), j).Logger(), base: l}
+}
+
+func jobFields(c zerolog.Context, j *job.Job) zerolog.Context {
+	c = c.Str("job_id", j.ID)
 	if j.CorrelationID != "" {
 		c = c.Str("correlation_id", j.CorrelationID)
 	}
-	return c.Logger()
+	return c
+}
+
+// Transition logs a state change of j as Transition does, from the logger
+// l was made from.
+func (l JobLogger) Transition(j *job.Job, from job.State) {
+	Transition(l.base, j, from)
 }
 
 // Transition logs a state change of j (already carrying its new status and
-// reason) as a state_transition event.
+// reason) as a state_transition event: job_id, correlation_id (if any),
+// kind, reason (if any), attempt and event{type,from,to}. It adds these
+// fields itself, so l must carry none of them: pass the daemon's logger,
+// or use JobLogger.Transition.
 func Transition(l zerolog.Logger, j *job.Job, from job.State) {
 	ev := l.Info()
 	if j.Status == job.Killed || j.Status == job.Failed || j.Status == job.Stale {
@@ -59,6 +84,9 @@ func Transition(l zerolog.Logger, j *job.Job, from job.State) {
 	ev = ev.Str("job_id", j.ID)
 	if j.CorrelationID != "" {
 		ev = ev.Str("correlation_id", j.CorrelationID)
+	}
+	if j.Kind != "" {
+		ev = ev.Str("kind", j.Kind)
 	}
 	if j.Reason != "" {
 		ev = ev.Str("reason", j.Reason)

@@ -9,17 +9,21 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 var tsPattern = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 
-// decode parses buf as exactly one JSON line.
+// decode parses buf as exactly one JSON line, strictly.
 func decode(t *testing.T, buf *bytes.Buffer) map[string]any {
 	t.Helper()
 	out := buf.String()
 	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
 		t.Fatalf("want one line, got %q", out)
+	}
+	if err := logxtest.CheckLine([]byte(strings.TrimSuffix(out, "\n"))); err != nil {
+		t.Fatalf("line %q: %v", out, err)
 	}
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
@@ -32,7 +36,7 @@ func TestTransitionLine(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	l := logx.New(&buf, "agentd/w1", "info")
-	j := &job.Job{ID: "j1", CorrelationID: "j1/1-abc123", Status: job.Succeeded, Attempts: 1, Reason: "exit 0"}
+	j := &job.Job{ID: "j1", Kind: "exec", CorrelationID: "j1/1-abc123", Status: job.Succeeded, Attempts: 1, Reason: "exit 0"}
 	before := time.Now().UTC().Truncate(time.Millisecond)
 	logx.Transition(l, j, job.InProgress)
 	after := time.Now().UTC()
@@ -48,7 +52,7 @@ func TestTransitionLine(t *testing.T) {
 	}
 	want := map[string]any{
 		"level": "info", "message": "job status changed", "app": "farro", "actor": "agentd/w1",
-		"job_id": "j1", "correlation_id": "j1/1-abc123", "reason": "exit 0", "attempt": float64(1),
+		"job_id": "j1", "correlation_id": "j1/1-abc123", "kind": "exec", "reason": "exit 0", "attempt": float64(1),
 	}
 	for k, v := range want {
 		if m[k] != v {
@@ -112,5 +116,33 @@ func TestNewLevelsAndForJob(t *testing.T) {
 	dl.Debug().Msg("dbg")
 	if m := decode(t, &buf); m["level"] != "debug" {
 		t.Fatalf("debug level: %v", m)
+	}
+}
+
+// TestJobLoggerTransitionHasEachKeyOnce: the job's lines and its
+// transition lines carry job_id and correlation_id once each, whatever
+// the logger ForJob was given carries besides.
+func TestJobLoggerTransitionHasEachKeyOnce(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	base := logx.New(&buf, "agentd/w1", "info").With().Str("verdict", "x").Logger()
+	j := &job.Job{ID: "j1", Kind: "noop", CorrelationID: "j1/1-abc123", Status: job.InProgress, Attempts: 1}
+	jl := logx.ForJob(base, j)
+	jl.Info().Msg("about the job")
+	if m := decode(t, &buf); m["job_id"] != "j1" || m["correlation_id"] != "j1/1-abc123" || m["verdict"] != "x" {
+		t.Fatalf("job line = %v", m)
+	}
+	buf.Reset()
+	jl.Transition(j, job.Queued)
+	m := decode(t, &buf)
+	if m["job_id"] != "j1" || m["correlation_id"] != "j1/1-abc123" || m["kind"] != "noop" || m["verdict"] != "x" {
+		t.Fatalf("transition line = %v", m)
+	}
+	// What used to happen: Transition on a logger that already has the
+	// job's fields writes them twice, and the strict check sees it.
+	buf.Reset()
+	logx.Transition(jl.Logger, j, job.Queued)
+	if k := logxtest.DuplicateKey(bytes.TrimSpace(buf.Bytes())); k != "job_id" {
+		t.Fatalf("DuplicateKey = %q on %s", k, buf.String())
 	}
 }

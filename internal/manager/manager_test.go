@@ -37,7 +37,7 @@ func setup(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	lb := &syncBuffer{}
+	lb := logxtest.New(t) // every line is checked strictly when t ends
 	return &env{s: s, m: New(s, cfg, logx.New(lb, Actor, "debug")), log: lb}
 }
 
@@ -626,7 +626,7 @@ func assertTransitionLogged(t *testing.T, lb *syncBuffer, id string, from, to jo
 	for _, l := range lb.Lines(t) {
 		ev, _ := l["event"].(map[string]any)
 		if l["job_id"] == id && ev["type"] == "state_transition" && ev["from"] == string(from) && ev["to"] == string(to) {
-			if l["app"] != logx.App || l["actor"] != Actor || l["timestamp"] == nil || l["message"] == nil {
+			if l["app"] != logx.App || l["actor"] != Actor || l["timestamp"] == nil || l["message"] == nil || l["kind"] == nil {
 				t.Fatalf("transition line lacks fields: %v", l)
 			}
 			return

@@ -41,7 +41,7 @@ func (m *Manager) sweepTmp(ctx context.Context) error {
 			m.log.Error().Err(err).Str("path", p).Msg("cannot sweep tmp leftover")
 			continue
 		}
-		m.log.Info().Str("path", p).Dur("age", time.Since(fi.ModTime()).Round(time.Second)).Msg("swept tmp leftover")
+		m.log.Info().Str("path", p).Dur("age_ms", time.Since(fi.ModTime()).Round(time.Second)).Msg("swept tmp leftover")
 	}
 	m.sweepQuarantineTemps(cutoff)
 	return nil
@@ -125,7 +125,7 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 		}
 	}
 	if removed > 0 {
-		m.log.Info().Int("removed", removed).Dur("retention", m.cfg.Retention).Msg("retention applied")
+		m.log.Info().Int("removed", removed).Dur("retention_ms", m.cfg.Retention).Msg("retention applied")
 	}
 	return errors.Join(errs...)
 }

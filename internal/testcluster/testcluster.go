@@ -18,6 +18,8 @@ import (
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/fetch"
 	"github.com/farro-dev/farro/internal/frontier"
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -41,15 +43,19 @@ type Cluster struct {
 }
 
 // Start runs the cluster over s until Stop (registered with t.Cleanup
-// too). Logs go to the test's log with -v, nowhere otherwise.
+// too). The daemons log as the real ones do (logx, at debug level) into a
+// buffer whose every line is checked strictly when t ends (logxtest:
+// one JSON object, no key twice); with -v the lines go to the test's log
+// too.
 func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
 	t.Helper()
-	log := zerolog.New(io.Discard)
+	var w io.Writer = logxtest.New(t)
 	if testing.Verbose() {
-		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+		w = io.MultiWriter(w, zerolog.NewTestWriter(t))
 	}
-	fr := frontier.New(frontier.Config{Spool: s, Log: log, Rescan: cfg.Rescan, Poll: cfg.Poll})
-	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, log)
+	mlog := logx.New(w, manager.Actor, "debug")
+	fr := frontier.New(frontier.Config{Spool: s, Log: mlog.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, Poll: cfg.Poll})
+	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, mlog)
 	fh := fetch.NewHandler(s, nil)
 	handlers := map[string]agent.Handler{crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh}}
 	if cfg.Handlers != nil {
@@ -57,7 +63,7 @@ func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
 			handlers[k] = h
 		}
 	}
-	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: cfg.Concurrency, Log: log, Rescan: cfg.Rescan, Handlers: handlers})
+	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: cfg.Concurrency, Log: logx.New(w, "agentd/w1", "debug"), Rescan: cfg.Rescan, Handlers: handlers})
 	if err != nil {
 		t.Fatal(err)
 	}

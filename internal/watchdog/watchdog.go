@@ -531,7 +531,7 @@ func (w *Watchdog) logOutcome(out job.Outcome, verdict, reason string, err error
 	case out.From != "" && out.To != "":
 		j, rerr := job.ReadJob(w.spool.JobDir(out.To, "", out.ID))
 		if rerr != nil { // already moved on (managerd is fast): log what we know
-			j = &job.Job{ID: out.ID, Status: out.To, Reason: reason}
+			j = &job.Job{ID: out.ID, Status: out.To, Reason: reason, Kind: w.kindOf(out.ID)}
 		}
 		logx.Transition(base.With().Str("cause", reason).Logger(), j, out.From)
 	default:
@@ -541,6 +541,21 @@ func (w *Watchdog) logOutcome(out job.Outcome, verdict, reason string, err error
 		}
 		ev.Msg("lock of a dead holder removed")
 	}
+}
+
+// kindOf returns the kind of job id wherever it is now ("" if it cannot
+// be read): a job's kind never changes.
+func (w *Watchdog) kindOf(id string) string {
+	locs, err := w.spool.Locate(id)
+	if err != nil {
+		return ""
+	}
+	for _, loc := range locs {
+		if j, err := job.ReadJob(loc.Dir); err == nil {
+			return j.Kind
+		}
+	}
+	return ""
 }
 
 func round(d time.Duration) time.Duration {

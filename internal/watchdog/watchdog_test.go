@@ -69,7 +69,7 @@ func setup(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	lb := &syncBuffer{}
+	lb := logxtest.New(t) // every line is checked strictly when t ends
 	ck := &clock{now: time.Now()}
 	if cfg.Now == nil {
 		cfg.Now = ck.Now
@@ -516,7 +516,7 @@ func findTransition(t *testing.T, lb *syncBuffer, id string, from, to job.State)
 	for _, l := range lb.Lines(t) {
 		ev, _ := l["event"].(map[string]any)
 		if l["job_id"] == id && ev["type"] == "state_transition" && ev["from"] == string(from) && ev["to"] == string(to) {
-			if l["app"] != logx.App || l["actor"] != Actor || l["timestamp"] == nil || l["correlation_id"] == nil {
+			if l["app"] != logx.App || l["actor"] != Actor || l["timestamp"] == nil || l["correlation_id"] == nil || l["kind"] == nil {
 				t.Fatalf("transition line lacks fields: %v", l)
 			}
 			return l

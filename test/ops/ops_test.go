@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/farro-dev/farro/internal/testbin"
 	"net/http"
@@ -28,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -323,6 +325,74 @@ func TestMetricsEndToEnd(t *testing.T) {
 
 	for _, d := range []*proc{w1, mgr, wd} {
 		d.stop(syscall.SIGTERM)
+	}
+	strictLogs(t, w0, w1, mgr, wd)
+}
+
+// strictLogs parses every line every daemon wrote (stdout and stderr)
+// strictly: each is one JSON object, no object repeats a key at any depth
+// (jq would hide it; Elasticsearch rejects the line), each carries the
+// standard fields, and each state transition carries the job's id, kind
+// and event{type,from,to} (and, from agentd, the attempt's correlation
+// id).
+func strictLogs(t *testing.T, daemons ...*proc) {
+	t.Helper()
+	total, dups, transitions := 0, 0, 0
+	for _, p := range daemons {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, problems := logxtest.Scan(b)
+		total += n
+		for _, pr := range problems {
+			var dup *logxtest.DuplicateKeyError
+			if errors.As(pr.Err, &dup) {
+				dups++
+			}
+			if len(problems) < 5 || errors.As(pr.Err, &dup) && dups <= 3 {
+				t.Errorf("%s line %d: %v: %s", filepath.Base(p.log), pr.Line, pr.Err, pr.Text)
+			}
+		}
+		if len(problems) > 0 {
+			t.Errorf("%s: %d of %d lines fail the strict check", filepath.Base(p.log), len(problems), n)
+			continue
+		}
+		for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"timestamp", "level", "message", "app", "actor"} {
+				if s, _ := m[k].(string); s == "" {
+					t.Errorf("%s line %d: no %s: %s", filepath.Base(p.log), i+1, k, line)
+				}
+			}
+			ev, _ := m["event"].(map[string]any)
+			if ev == nil || ev["type"] != "state_transition" {
+				continue
+			}
+			transitions++
+			want := []string{"job_id", "kind"}
+			if strings.HasPrefix(m["actor"].(string), "agentd/") {
+				want = append(want, "correlation_id")
+			}
+			for _, k := range want {
+				if s, _ := m[k].(string); s == "" {
+					t.Errorf("%s line %d: transition without %s: %s", filepath.Base(p.log), i+1, k, line)
+				}
+			}
+			if s, _ := ev["from"].(string); s == "" {
+				t.Errorf("%s line %d: transition without event.from: %s", filepath.Base(p.log), i+1, line)
+			}
+			if s, _ := ev["to"].(string); s == "" {
+				t.Errorf("%s line %d: transition without event.to: %s", filepath.Base(p.log), i+1, line)
+			}
+		}
+	}
+	t.Logf("strict log check: %d lines of %d daemons, %d transitions, %d with a duplicate key", total, len(daemons), transitions, dups)
+	if transitions == 0 {
+		t.Error("no state_transition line in any daemon's log")
 	}
 }
 
