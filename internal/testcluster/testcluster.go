@@ -63,7 +63,8 @@ func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
 			handlers[k] = h
 		}
 	}
-	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: cfg.Concurrency, Log: logx.New(w, "agentd/w1", "debug"), Rescan: cfg.Rescan, Handlers: handlers})
+	a, err := agent.New(agent.Config{Spool: s, ID: "w1", Concurrency: cfg.Concurrency, Log: logx.New(w, "agentd/w1", "debug"), Rescan: cfg.Rescan, Handlers: handlers,
+		DrainTimeout: 2 * time.Second}) // a test ends quickly: running jobs are released
 	if err != nil {
 		t.Fatal(err)
 	}
