@@ -1,5 +1,5 @@
 // Command farroctl is farro's operator CLI: submit jobs, list and inspect
-// them, hold/release/cancel/requeue/kill them, and check (and repair) the
+// them, hold/release/cancel/requeue/kill/retry/rm them, and check (and repair) the
 // spool. The logic lives in internal/ctl; this file holds the flags and
 // the wiring. See docs/FARROCTL.md.
 package main
@@ -174,6 +174,23 @@ directories in in-progress/<id>/.`,
 			act(ctl.Cancel, "cancel jobs: queued/deferred/held/failed/stale -> killed (\"cancelled\"); a running job is asked to stop"),
 			act(ctl.Requeue, "retry jobs now: failed/stale/deferred -> queued (not_before cleared)"),
 			act(ctl.Kill, "kill jobs: like cancel, with reason \"killed by operator\""),
+			{
+				Name: string(ctl.Retry), ArgsUsage: "ID...", OnUsageError: usageErr,
+				Usage: "run finished jobs again: killed (with --succeeded, succeeded too) -> queued, attempts reset to 0, ID, prompt and history kept",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "succeeded", Usage: "retry succeeded jobs too (killed ones only otherwise)"},
+				},
+				Action: func(cc *cli.Context) error {
+					return c(cc).Act(ctl.Retry, cc.Args().Slice(), ctl.ActOptions{Succeeded: cc.Bool("succeeded")})
+				},
+			},
+			{
+				Name: string(ctl.Remove), ArgsUsage: "ID...", OnUsageError: usageErr,
+				Usage: "delete finished jobs (succeeded, killed) for good; other states are refused",
+				Action: func(cc *cli.Context) error {
+					return c(cc).Act(ctl.Remove, cc.Args().Slice(), ctl.ActOptions{})
+				},
+			},
 			{
 				Name:  "fsck",
 				Usage: "check the spool and print a plan; repair with --repair",

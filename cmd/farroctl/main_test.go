@@ -225,6 +225,48 @@ func TestFarroctl(t *testing.T) {
 		}
 	})
 
+	t.Run("retry and rm of finished jobs", func(t *testing.T) {
+		spool := newSpool(t)
+		for _, id := range []string{"k", "q"} {
+			if res := r.run(t, spool, `{}`, "submit", "--id", id); res.code != 0 {
+				t.Fatalf("%+v", res)
+			}
+		}
+		if res := r.run(t, spool, "", "cancel", "k"); res.code != 0 {
+			t.Fatalf("cancel: %+v", res)
+		}
+		res := r.run(t, spool, "", "retry", "k", "q")
+		if res.code != 1 || res.stdout != "k: killed -> queued (retried: attempts reset)\n" || !oneErrorLine(res.stderr) || !strings.Contains(res.stderr, "q: is queued") {
+			t.Fatalf("retry: %+v", res)
+		}
+		if res := r.run(t, spool, "", "retry", "--succeeded", "a/../b"); res.code != 2 {
+			t.Fatalf("retry of an unsafe ID: %+v", res)
+		}
+		if res := r.run(t, spool, "", "rm", "k"); res.code != 1 || !strings.Contains(res.stderr, "not terminal") {
+			t.Fatalf("rm of a queued job: %+v", res)
+		}
+		if res := r.run(t, spool, "", "kill", "k"); res.code != 0 {
+			t.Fatalf("kill: %+v", res)
+		}
+		if res := r.run(t, spool, "", "rm", "k"); res.code != 0 || res.stdout != "k: killed -> removed\n" {
+			t.Fatalf("rm: %+v", res)
+		}
+		if res := r.run(t, spool, "", "show", "k"); res.code != 1 {
+			t.Fatalf("show after rm: %+v", res)
+		}
+		for _, cmd := range []string{"retry", "rm"} {
+			if res := r.run(t, spool, "", cmd, "--help"); res.code != 0 || !strings.Contains(res.stdout, "ID...") {
+				t.Errorf("%s --help: %+v", cmd, res)
+			}
+		}
+		if res := r.run(t, spool, "", "man"); res.code != 0 || !strings.Contains(res.stdout, "retry") || !strings.Contains(res.stdout, "rm") {
+			t.Errorf("man page lacks retry or rm")
+		}
+		if res := r.run(t, spool, "", "completion", "bash"); res.code != 0 || !strings.Contains(res.stdout, "retry") {
+			t.Errorf("bash completion lacks retry: %+v", res.code)
+		}
+	})
+
 	t.Run("cancel a running job writes control.json", func(t *testing.T) {
 		spool := newSpool(t)
 		s, err := job.Open(spool)

@@ -361,6 +361,9 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 		if ctl.c.Reason != "" {
 			reason += ": " + ctl.c.Reason
 		}
+		// An operator's hold, like a drain release, costs no attempt
+		// (job.Control.Refund); cancel and kill keep their count.
+		mutate = func(j *job.Job) { j.ExitCode = res.ExitCode; ctl.c.Refund(j) }
 		fsq.CrashPoint("agent/remove-control:before", ctl.c.Action) // for test/crash; no-op in release builds
 		if err := c.DropControl(); err != nil {
 			l.Warn().Err(err).Msg("remove control request")

@@ -20,10 +20,12 @@ const (
 	Cancel  Action = "cancel"  // -> killed "cancelled"; running: asks the agent
 	Requeue Action = "requeue" // failed/stale/deferred -> queued, not_before cleared
 	Kill    Action = "kill"    // -> killed "killed by operator"; running: asks the agent
+	Retry   Action = "retry"   // killed (with Succeeded: succeeded too) -> queued, attempts 0 (job.Spool.Retry)
+	Remove  Action = "rm"      // succeeded/killed: deleted for good (job.Spool.Remove)
 )
 
 // Actions lists the operator actions.
-var Actions = []Action{Hold, Release, Cancel, Requeue, Kill}
+var Actions = []Action{Hold, Release, Cancel, Requeue, Kill, Retry, Remove}
 
 // rule says what an action does to a job in a given state.
 type rule struct {
@@ -31,6 +33,9 @@ type rule struct {
 	reason  string
 	control string // for in-progress jobs: the control action
 	from    []job.State
+	// terminal: the action takes jobs out of a terminal state, through
+	// its own transaction (job.Spool.Retry, job.Spool.Remove), not Move.
+	terminal bool
 }
 
 var rules = map[Action]rule{
@@ -41,6 +46,8 @@ var rules = map[Action]rule{
 	Requeue: {to: job.Queued, reason: "requeued by operator", from: []job.State{job.Failed, job.Stale, job.Deferred}},
 	Kill: {to: job.Killed, reason: job.ReasonKilled, control: job.ControlKill,
 		from: []job.State{job.Queued, job.Deferred, job.Held, job.Failed, job.Stale}},
+	Retry:  {to: job.Queued, reason: job.ReasonRetried, from: []job.State{job.Killed}, terminal: true},
+	Remove: {from: []job.State{job.Succeeded, job.Killed}, terminal: true},
 }
 
 // ActOptions are the flags of the actions.
@@ -57,6 +64,9 @@ type ActOptions struct {
 	// how long to wait for the outcome (0: report the request once it
 	// is written).
 	Wait time.Duration
+	// Succeeded lets retry take succeeded jobs too (killed ones only
+	// otherwise).
+	Succeeded bool
 }
 
 // Act applies action to each ID independently and prints one line per ID
@@ -83,6 +93,9 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 	}
 	if strings.ContainsAny(o.Note, "\n\r") {
 		return Usagef("--reason must be one line")
+	}
+	if o.Succeeded && a != Retry {
+		return Usagef("--succeeded applies only to retry")
 	}
 	if o.Retries <= 0 {
 		o.Retries = 20
@@ -119,6 +132,9 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 		return "", err
 	}
 	r := rules[a]
+	if r.terminal {
+		return c.actTerminal(s, a, id, o)
+	}
 	reason := r.reason
 	if o.Note != "" {
 		reason += ": " + o.Note
@@ -181,6 +197,66 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 	}
 	if errors.Is(last, fsq.ErrLocked) {
 		return "", fmt.Errorf("busy: its lock %s stays held (an agent, managerd or a stuck process has it; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
+	}
+	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
+}
+
+// actTerminal applies retry or rm to one job: located (settled), checked
+// against the states the action may take it from, then handed to its
+// transaction in pkg/job, which takes the job's lock and checks again. A
+// busy lock or a job that moved meanwhile is retried as act does.
+func (c *Ctl) actTerminal(s *job.Spool, a Action, id string, o ActOptions) (string, error) {
+	from := rules[a].from
+	if a == Retry && o.Succeeded {
+		from = []job.State{job.Killed, job.Succeeded}
+	}
+	var last error
+	for try := 0; try < o.Retries; try++ {
+		if try > 0 {
+			time.Sleep(o.Backoff)
+		}
+		locs, err := s.LocateSettled(id, Actor)
+		if err != nil {
+			return "", err
+		}
+		if len(locs) > 1 {
+			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
+		}
+		loc := locs[0]
+		if !contains(from, loc.State) {
+			switch {
+			case a == Retry && loc.State == job.Succeeded:
+				return "", fmt.Errorf("is succeeded: retry takes killed jobs (add --succeeded to run a succeeded job again)")
+			case a == Retry && (loc.State == job.Failed || loc.State == job.Stale || loc.State == job.Deferred):
+				return "", fmt.Errorf("is %s: retry applies only to killed jobs (use requeue)", loc.State)
+			case a == Remove:
+				return "", fmt.Errorf("is %s, not terminal: rm applies only to succeeded or killed jobs (cancel it first)", loc.State)
+			}
+			return "", fmt.Errorf("is %s: %s applies only to %s jobs", loc.State, a, statesList(from))
+		}
+		var msg string
+		switch a {
+		case Retry:
+			var j *job.Job
+			if j, err = s.Retry(id, Actor, o.Succeeded); err == nil {
+				msg = moved(loc.State, j) + " (retried: attempts reset)"
+			}
+		case Remove:
+			if _, err = s.Remove(id, Actor); err == nil {
+				msg = fmt.Sprintf("%s -> removed", loc.State)
+			}
+		}
+		switch {
+		case err == nil:
+			return msg, nil
+		case errors.Is(err, fsq.ErrLocked), errors.Is(err, fsq.ErrVanished), errors.Is(err, job.ErrNotFound):
+			last = err // moved between the locate and the lock: locate again
+			continue
+		}
+		return "", err
+	}
+	if errors.Is(last, fsq.ErrLocked) {
+		return "", fmt.Errorf("busy: its lock %s stays held (a stuck process, or a crashed farroctl's lock that watchdogd removes; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
 	}
 	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
 }

@@ -87,9 +87,9 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	}
 	// An operator's request for the last attempt (it was released as the
 	// request arrived) is applied instead of running the job again.
-	if to, reason, _, ok := pendingControl(src, Queued, j); ok && to != Queued {
+	if to, reason, ctl, ok := pendingControl(src, Queued, j); ok && to != Queued {
 		if err := dropControl(src); err == nil {
-			_, err = s.apply(j, src, to, h.Actor, reason, nil)
+			_, err = s.apply(j, src, to, h.Actor, reason, func(nj *Job) error { ctl.Refund(nj); return nil })
 		}
 		_ = fsq.Unlock(lock)
 		if err != nil {

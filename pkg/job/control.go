@@ -86,6 +86,27 @@ func (c Control) Target() (to State, reason string, ok bool) {
 	return to, reason, true
 }
 
+// Refund takes back the attempt a hold request was made for, when j
+// still counts it: an operator's hold, like a drain release, costs no
+// attempt. The rule: the attempt that was running when the operator asked
+// to hold is not held against the job, whatever became of it (stopped by
+// the hold, failed or crashed as the request arrived); only an attempt
+// that succeeded first keeps its outcome, and cancel and kill, which are
+// terminal, keep their count. It is applied wherever the hold is: by the
+// agent's commit, by Move (the request's target wins) and by Claim
+// (ErrControlled). The attempt is refunded only while j.Attempts is still
+// the request's Attempt, so an attempt already given back (a drain
+// release) is not given back twice. A request without an Attempt (an
+// older farro's) is taken to be for j's current attempt.
+func (c Control) Refund(j *Job) {
+	if c.Action != ControlHold || j.Attempts <= 0 {
+		return
+	}
+	if c.Attempt == 0 || c.Attempt == j.Attempts {
+		j.Attempts--
+	}
+}
+
 // RequestControl asks the agent running job id to hold, cancel or kill it
 // by atomically writing in-progress/<agent>/<id>/control.json. It takes no
 // lock: the agent holds it and is the only one to act on the job. A job

@@ -68,8 +68,13 @@ func TestAcknowledgedControlIsAppliedAfterTheRace(t *testing.T) {
 				t.Fatalf("job %s (%q), want %s (%q)", j.Status, j.Reason, tc.want, tc.reason)
 			}
 			mustNotExist(t, filepath.Join(dir, job.ControlFile))
-			if j.Attempts != 1 && tc.commit != job.Queued {
-				t.Fatalf("attempts %d: the job ran again", j.Attempts)
+			// A hold costs no attempt (Control.Refund); a cancel keeps it.
+			want := 1
+			if tc.action == job.ControlHold {
+				want = 0
+			}
+			if j.Attempts != want {
+				t.Fatalf("attempts %d, want %d", j.Attempts, want)
 			}
 		})
 	}
@@ -107,5 +112,59 @@ func TestControlNamesItsAttempt(t *testing.T) {
 	}
 	if p.ClaimToken != c.Token() || p.Attempt != 1 {
 		t.Fatalf("request names claim %q attempt %d, want %q and 1", p.ClaimToken, p.Attempt, c.Token())
+	}
+}
+
+// Refund gives back the attempt a hold was made for, once: not for
+// cancel or kill, and not when that attempt was already given back (a
+// drain release).
+func TestHoldRefundsItsAttemptOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		action         string
+		attempt, have  int
+		wantAfterApply int
+	}{
+		{job.ControlHold, 2, 2, 1},
+		{job.ControlHold, 2, 1, 1}, // released by a drain: already given back
+		{job.ControlHold, 0, 2, 1}, // an older farro's request: the current attempt
+		{job.ControlHold, 1, 0, 0},
+		{job.ControlCancel, 2, 2, 2},
+		{job.ControlKill, 2, 2, 2},
+	} {
+		j := &job.Job{Attempts: tc.have}
+		job.Control{Action: tc.action, Attempt: tc.attempt}.Refund(j)
+		if j.Attempts != tc.wantAfterApply {
+			t.Errorf("%s for attempt %d on attempts %d: %d, want %d", tc.action, tc.attempt, tc.have, j.Attempts, tc.wantAfterApply)
+		}
+	}
+}
+
+// A hold that travelled with a failed job through managerd's retry
+// (failed -> deferred) is applied at the promotion, and the attempt it was
+// made for is given back.
+func TestTravellingHoldRefundsAtPromotion(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	c := claim(t, s, "j1")
+	if err := s.RequestControl("w1", "j1", job.Control{Action: job.ControlHold}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(job.Failed, "boom", nil); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := s.Move("j1", job.Failed, job.Deferred, "managerd", "retry", nil); err != nil || j.Status != job.Deferred || j.Attempts != 1 {
+		t.Fatalf("retry: %v, %+v", err, j)
+	}
+	j, err := s.Move("j1", job.Deferred, job.Queued, "managerd", "not_before reached", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != job.Held || j.Attempts != 0 || j.Reason != job.ReasonHeld {
+		t.Fatalf("promoted to %s with attempts %d (%q), want held with 0", j.Status, j.Attempts, j.Reason)
+	}
+	only(t, s, "j1", s.JobDir(job.Held, "", "j1"))
+	if got := readJob(t, s.JobDir(job.Held, "", "j1")); got.Attempts != 0 {
+		t.Fatalf("job.json says attempts %d", got.Attempts)
 	}
 }

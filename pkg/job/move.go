@@ -67,7 +67,8 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	case ok && cto == from:
 		return nil, fmt.Errorf("move %s: %w: an operator's request keeps it %s", id, ErrState, from)
 	case ok:
-		to, reason, mutate = cto, creason, nil
+		to, reason = cto, creason
+		mutate = func(nj *Job) error { ctl.Refund(nj); return nil } // a hold costs no attempt
 	}
 	if ok || ctl == nil || !ctl.For(j) {
 		if err := dropControl(src); err != nil {

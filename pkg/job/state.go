@@ -12,8 +12,9 @@ const (
 	// them; watchdogd moves them to stale/ when the agent dies or goes
 	// silent; a drained agent releases them back to queued.
 	InProgress State = "in-progress"
-	// Succeeded is terminal (completed/succeeded/). Only retention removes
-	// these jobs.
+	// Succeeded is terminal (completed/succeeded/). Only retention and
+	// an operator's rm (Spool.Remove) remove these jobs; an operator's
+	// retry --succeeded (Spool.Retry) is the one way back to queued.
 	Succeeded State = "succeeded"
 	// Failed jobs (completed/failed/) ran and failed. managerd retries them
 	// through deferred/ or kills them when out of attempts.
@@ -22,7 +23,9 @@ const (
 	// them when out of attempts.
 	Stale State = "stale"
 	// Killed is terminal (completed/killed/): cancelled, killed by an
-	// operator, or out of attempts; the reason says which.
+	// operator, or out of attempts; the reason says which. Only an
+	// operator's retry (Spool.Retry) takes it back to queued; retention
+	// and rm (Spool.Remove) delete it.
 	Killed State = "killed"
 	// Deferred jobs (deferred/) are queued but not before their not_before
 	// time. managerd promotes them to incoming/ when due.
@@ -36,7 +39,8 @@ const (
 var States = []State{Queued, Deferred, Held, InProgress, Stale, Failed, Succeeded, Killed}
 
 // transitions is the legal-transitions map: the only state changes a
-// commit may apply.
+// commit may apply. Succeeded and killed have none, for every daemon;
+// Spool.Retry, an operator's own transaction, is the one exception.
 var transitions = map[State][]State{
 	Queued:     {InProgress, Held, Killed},
 	InProgress: {Succeeded, Failed, Stale, Held, Killed, Queued},

@@ -27,16 +27,25 @@ type ledger struct {
 	acks      map[string]bool
 	planted   map[string]bool
 	expired   map[string]bool
+	retried   map[string]int // farroctl retry runs: each may add a terminal record
 }
 
 func newLedger() *ledger {
-	return &ledger{attempted: map[string]bool{}, acks: map[string]bool{}, planted: map[string]bool{}, expired: map[string]bool{}}
+	return &ledger{attempted: map[string]bool{}, acks: map[string]bool{}, planted: map[string]bool{}, expired: map[string]bool{}, retried: map[string]int{}}
 }
 
 func (l *ledger) attempt(id string) { l.set(l.attempted, id) }
 func (l *ledger) ack(id string)     { l.set(l.acks, id) }
 func (l *ledger) plant(id string)   { l.set(l.planted, id) }
 func (l *ledger) expire(id string)  { l.set(l.expired, id) }
+
+// retry notes an operator's retry of id: a job run again after a
+// terminal state may have one more terminal record in events.jsonl.
+func (l *ledger) retry(id string) {
+	l.mu.Lock()
+	l.retried[id]++
+	l.mu.Unlock()
+}
 
 func (l *ledger) set(m map[string]bool, id string) {
 	l.mu.Lock()
@@ -211,6 +220,10 @@ func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 
 	l.mu.Lock()
 	attempted, acks, expired, planted := copySet(l.attempted), copySet(l.acks), copySet(l.expired), copySet(l.planted)
+	retried := make(map[string]int, len(l.retried))
+	for id, n := range l.retried {
+		retried[id] = n
+	}
 	l.mu.Unlock()
 
 	ids := make([]string, 0, len(where))
@@ -266,7 +279,7 @@ func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 				terminal++
 			}
 		}
-		if terminal > 1 {
+		if terminal > 1+retried[id] {
 			r.found(&r.Duplicated, "job %s has %d terminal records in events.jsonl", id, terminal)
 		}
 		execs, err := loadExecutions(records, id)

@@ -38,7 +38,8 @@ type lifecycleOptions struct {
 //     out of retries);
 //   - an operator (farroctl) who holds a deferred job and cancels it,
 //     releases a job submitted held, requeues a deferred job, holds a
-//     running job and releases it, and cancels a running job.
+//     running job and releases it, cancels a running job, retries the
+//     cancelled job (it runs again) and removes another killed job.
 //
 // It returns when the cluster is quiet (every job terminal, no lock, no
 // leftover) and stopped, leaving the spool for the checker.
@@ -78,6 +79,7 @@ func runLifecycle(c *cluster, o lifecycleOptions) {
 	c.submit("d2", promptQuick, "--in", "300ms")
 	c.submit("d3", promptQuick, "--in", "1h")
 	c.submit("q3", promptQuick)
+	c.submit("r1", promptQuick, "--held")
 
 	// The victim's agent is drained and killed only once the operator
 	// has stopped the running jobs: a drain would release them and turn
@@ -140,6 +142,26 @@ func operator(c *cluster, done chan<- struct{}) {
 	act("cancel", "d1")
 	act("release", "h1")
 	act("requeue", "d3")
+	// Terminal: retry the cancelled d1 (it runs again, as a new job),
+	// and cancel r1, then remove it for good. A retry cut by a crash is
+	// undone by recovery (d1 stays killed); an rm is repeated until the
+	// job is gone.
+	c.ledger.retry("d1")
+	act("retry", "d1")
+	c.ledger.expire("r1")
+	if !waitUntil(60*time.Second, func() bool {
+		switch st, _ := c.state("r1"); st {
+		case "":
+			return len(c.where("r1")) == 0
+		case job.Killed:
+			act("rm", "r1")
+		default:
+			act("cancel", "r1")
+		}
+		return false
+	}) {
+		c.t.Error("rm r1: the job is still there")
+	}
 	// Running: hold it (control.json; the agent commits held), then
 	// release it for good. A hold that found the job between two runs
 	// (a crash requeued it) moved it directly: release it and try again.
@@ -265,12 +287,15 @@ func pointCases() []pointCase {
 	}
 
 	// farroctl: submit, operator moves (hold, cancel, release, requeue),
-	// control requests to running jobs.
+	// retry and rm of terminal jobs, control requests to running jobs.
 	add("farroctl", "submit/mkdir-tmp:before",
 		"submit@prompt.json/create:before", "submit@job.json/create:before", "submit@events.jsonl/create:before",
 		"submit/sync-tmp:before", "submit/lock:before", "submit/rename:before", "submit/unlock:before", "submit/unlock:after",
 		"submit/sync:before")
 	moves("farroctl", "deferred-held", "held-killed", "held-queued", "deferred-queued")
+	add("farroctl", "retry/lock:before", "retry@killed/rename:before", "retry@killed/write:before",
+		"retry@killed/append:before", "retry/unlock:before", "retry/unlock:after",
+		"remove/lock:before", "remove/rename:before", "remove/remove:before", "remove/unlock:before", "remove/unlock:after")
 	for _, a := range []string{"hold", "cancel"} {
 		add("farroctl", "control@"+a+"/write:before", "control@"+a+"/write:after")
 	}
