@@ -58,22 +58,31 @@ func run(c *cli.Context) error {
 		command = strings.Fields(e)
 	}
 	fetcher := fetch.NewHandler(spool, nil)
+	handlers := map[string]agent.Handler{
+		"noop": agent.Noop,
+		// The crawl handlers: one URL, one robots.txt (internal/fetch).
+		"crawl.fetch":  fetcher,
+		"crawl.robots": &fetch.RobotsHandler{Handler: fetcher},
+		// The content pipeline's source checks (internal/pipeline).
+		pipeline.KindCheck: pipeline.NewCheckHandler(spool, fetcher),
+	}
+	if len(command) > 0 {
+		// Checked by agent.New: a missing or non-executable program is
+		// refused (exit agent.ExitHandlerUnusable) rather than failing
+		// every exec job.
+		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")}
+	} else {
+		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check); exec jobs are left queued")
+	}
 	a, err := agent.New(agent.Config{
 		Spool: spool, ID: c.String("id"),
-		Handlers: map[string]agent.Handler{
-			"exec": &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")},
-			"noop": agent.Noop,
-			// The crawl handlers: one URL, one robots.txt (internal/fetch).
-			"crawl.fetch":  fetcher,
-			"crawl.robots": &fetch.RobotsHandler{Handler: fetcher},
-			// The content pipeline's source checks (internal/pipeline).
-			pipeline.KindCheck: pipeline.NewCheckHandler(spool, fetcher),
-		},
+		Handlers:    handlers,
 		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
 		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
 		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"), Log: log,
 	})
 	if err != nil {
+		log.Error().Err(err).Strs("exec", command).Msg("agentd not started")
 		return err
 	}
 	return daemon.Serve(context.Background(), log, "agentd", func(ctx context.Context) error {
