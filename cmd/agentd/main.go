@@ -22,7 +22,7 @@ import (
 func main() {
 	app := daemon.App("agentd", "farro worker daemon: claims and runs jobs", []cli.Flag{
 		&cli.StringFlag{Name: "id", EnvVars: []string{"FARRO_AGENT_ID"}, Required: true, Usage: "agent id (names in-progress/<id>/)"},
-		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces)"},
+		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces). Checked at start: missing or not executable exits with status 151. Unset: exec jobs are left queued, the built-in kinds run"},
 		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots"},
 		&cli.DurationFlag{Name: "timeout", Value: time.Hour, EnvVars: []string{"FARRO_TIMEOUT"}, Usage: "per-job timeout (0: none); kills the handler's process group"},
 		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval"},
