@@ -318,7 +318,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 			}
 		}
 		res = h.Run(hctx, Task{Env: env, Started: started, Fence: c.Fence})
-		a.handlerOutcome(j.Kind, res.Err)
+		a.handlerOutcome(j.Kind, runStart, res.Err)
 	}
 	cause := context.Cause(hctx)
 	stop(nil)

@@ -89,14 +89,15 @@ func (a *Agent) parked(kind, id string) {
 }
 
 // handlerOutcome updates kind's outage with the result of a job of that
-// kind: err wrapping ErrHandlerUnusable blocks it, anything else ends an
-// outage.
-func (a *Agent) handlerOutcome(kind string, err error) {
+// kind that began at began: err wrapping ErrHandlerUnusable blocks it,
+// anything else ends an outage, unless the job began before the outage
+// (a handler started before it vanished proves nothing about it now).
+func (a *Agent) handlerOutcome(kind string, began time.Time, err error) {
 	unusable := errors.Is(err, ErrHandlerUnusable)
 	a.out.mu.Lock()
 	o := a.out.down[kind]
 	switch {
-	case !unusable && o == nil:
+	case !unusable && (o == nil || began.Before(o.since)):
 		a.out.mu.Unlock()
 	case !unusable:
 		delete(a.out.down, kind)
