@@ -203,7 +203,11 @@ for p in agentd managerd watchdogd farroctl; do
 		zsh -n "$data/usr/share/zsh/vendor-completions/_$p" || die "the zsh completion of $p has a syntax error"
 	fi
 done
-grep -q '^FARRO_EXEC=' "$data/etc/farro/farro.env" || die "farro.env sets no FARRO_EXEC"
+# The shipped default must not point agentd at a handler that does not exist
+# (agentd would refuse to start): FARRO_EXEC is documented, left commented out.
+! grep -q '^FARRO_EXEC=' "$data/etc/farro/farro.env" || die "farro.env sets FARRO_EXEC by default"
+grep -q '^#FARRO_EXEC=' "$data/etc/farro/farro.env" || die "farro.env does not document FARRO_EXEC"
+grep -q '^RestartPreventExitStatus=.*\b151\b' "$data/lib/systemd/system/agentd@.service" || die "agentd@.service restarts on exit 151 (handler unusable)"
 grep -q '^u *farro ' "$data/usr/lib/sysusers.d/farro.conf" || die "sysusers.d entry has no farro user"
 grep -q '^d */var/spool/farro *0750 *farro *farro' "$data/usr/lib/tmpfiles.d/farro.conf" || die "tmpfiles.d entry does not make the spool"
 say "contents: programs run ($version), man pages, completions, config fine"

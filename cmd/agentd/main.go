@@ -22,7 +22,7 @@ import (
 func main() {
 	app := daemon.App("agentd", "farro worker daemon: claims and runs jobs", []cli.Flag{
 		&cli.StringFlag{Name: "id", EnvVars: []string{"FARRO_AGENT_ID"}, Required: true, Usage: "agent id (names in-progress/<id>/)"},
-		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces)"},
+		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces). Checked at start: missing or not executable exits with status 151. Unset: exec jobs are left queued, the built-in kinds run"},
 		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots"},
 		&cli.DurationFlag{Name: "timeout", Value: time.Hour, EnvVars: []string{"FARRO_TIMEOUT"}, Usage: "per-job timeout (0: none); kills the handler's process group"},
 		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval"},
@@ -58,22 +58,31 @@ func run(c *cli.Context) error {
 		command = strings.Fields(e)
 	}
 	fetcher := fetch.NewHandler(spool, nil)
+	handlers := map[string]agent.Handler{
+		"noop": agent.Noop,
+		// The crawl handlers: one URL, one robots.txt (internal/fetch).
+		"crawl.fetch":  fetcher,
+		"crawl.robots": &fetch.RobotsHandler{Handler: fetcher},
+		// The content pipeline's source checks (internal/pipeline).
+		pipeline.KindCheck: pipeline.NewCheckHandler(spool, fetcher),
+	}
+	if len(command) > 0 {
+		// Checked by agent.New: a missing or non-executable program is
+		// refused (exit agent.ExitHandlerUnusable) rather than failing
+		// every exec job.
+		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")}
+	} else {
+		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check); exec jobs are left queued")
+	}
 	a, err := agent.New(agent.Config{
 		Spool: spool, ID: c.String("id"),
-		Handlers: map[string]agent.Handler{
-			"exec": &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")},
-			"noop": agent.Noop,
-			// The crawl handlers: one URL, one robots.txt (internal/fetch).
-			"crawl.fetch":  fetcher,
-			"crawl.robots": &fetch.RobotsHandler{Handler: fetcher},
-			// The content pipeline's source checks (internal/pipeline).
-			pipeline.KindCheck: pipeline.NewCheckHandler(spool, fetcher),
-		},
+		Handlers:    handlers,
 		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
 		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
 		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"), Log: log,
 	})
 	if err != nil {
+		log.Error().Err(err).Strs("exec", command).Msg("agentd not started")
 		return err
 	}
 	return daemon.Serve(context.Background(), log, "agentd", func(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,12 @@ type Config struct {
 	DrainTimeout time.Duration      // default 30s
 	Rescan       time.Duration      // default 10s
 	NoNotify     bool               // no fsnotify: rescans only
-	Log          zerolog.Logger
+	// A handler that cannot start a job (ErrHandlerUnusable) blocks its
+	// kind: rechecked after OutageBackoff (default 2s), doubling up to
+	// OutageBackoffMax (default 30s).
+	OutageBackoff    time.Duration
+	OutageBackoffMax time.Duration
+	Log              zerolog.Logger
 }
 
 // Agent runs jobs from one spool.
@@ -57,6 +63,9 @@ type Agent struct {
 	// to recovery (its job.json already names the outcome).
 	abandon chan struct{}
 	durable durability // see durability.go
+	out     outages    // see outage.go
+	// noHandler: the kinds without a handler already logged.
+	noHandler sync.Map
 }
 
 // Stop causes, for context.Cause.
@@ -64,13 +73,20 @@ var (
 	errDrain   = errors.New("agent draining: job released")
 	errLost    = errors.New("job taken away (declared silent)")
 	errTimeout = errors.New("timed out")
+	// errNoHandler: a job of a kind this agent has no handler for got
+	// claimed (its job.json was unreadable when the index saw it). It is
+	// released, not failed; the index parks it when it reappears.
+	errNoHandler = errors.New("no handler for this kind on this agent")
 )
 
 type controlCause struct{ c *job.Control }
 
 func (c controlCause) Error() string { return "operator " + c.c.Action }
 
-// New checks cfg and returns an Agent.
+// New checks cfg and returns an Agent. A handler that implements Checker
+// and fails its Check is refused with a *HandlerError (exit status
+// ExitHandlerUnusable): an agent never starts with a handler that would
+// release every job of its kind.
 func New(cfg Config) (*Agent, error) {
 	if err := job.ValidateID(cfg.ID); err != nil {
 		return nil, fmt.Errorf("agent id: %w", err)
@@ -87,13 +103,34 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
+	if cfg.OutageBackoff <= 0 {
+		cfg.OutageBackoff = defaultOutageBackoff
+	}
+	if cfg.OutageBackoffMax < cfg.OutageBackoff {
+		cfg.OutageBackoffMax = max(defaultOutageBackoffMax, cfg.OutageBackoff)
+	}
+	kinds := make([]string, 0, len(cfg.Handlers))
+	for kind := range cfg.Handlers {
+		kinds = append(kinds, kind)
+	}
+	sort.Strings(kinds)
+	for _, kind := range kinds {
+		if c, ok := cfg.Handlers[kind].(Checker); ok {
+			if err := c.Check(); err != nil {
+				return nil, &HandlerError{Kind: kind, Err: err}
+			}
+		}
+	}
 	actor := "agentd/" + cfg.ID
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
 		commitSem: make(chan struct{}, cfg.Concurrency), abandon: make(chan struct{}),
 		durable: durability{lost: make(chan struct{})},
-	}, nil
+		out:     outages{down: map[string]*outage{}},
+	}
+	a.idx.runnable, a.idx.onPark = a.runnable, a.parked
+	return a, nil
 }
 
 // Ready is closed once the first scan of incoming/ is done.
@@ -111,6 +148,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	metrics.SetSlots(a.cfg.Concurrency)
+	a.out.bg, a.out.stopBg = context.WithCancel(context.Background())
+	defer a.out.wg.Wait()
+	defer a.out.stopBg()
 	// The watch outlives ctx: released jobs are committed during the drain.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
@@ -263,7 +303,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	h := a.cfg.Handlers[j.Kind]
 	var res Result
 	if h == nil {
-		res.Err = fmt.Errorf("no handler for kind %q on this agent", j.Kind)
+		res.Err = fmt.Errorf("%w: kind %q", errNoHandler, j.Kind)
 	} else {
 		// The handler's identity goes into the lock: if this agent dies,
 		// watchdogd makes sure the handler (and whatever it started) is
@@ -278,6 +318,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 			}
 		}
 		res = h.Run(hctx, Task{Env: env, Started: started, Fence: c.Fence})
+		a.handlerOutcome(j.Kind, runStart, res.Err)
 	}
 	cause := context.Cause(hctx)
 	stop(nil)
@@ -372,6 +413,13 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 		to, reason = job.Queued, "released: agent shut down before the job finished"
 		mutate = func(j *job.Job) {
 			j.Attempts-- // a graceful release is not an attempt
+			j.Agent, j.StartedAt, j.LastHeartbeat, j.ExitCode = "", nil, nil, nil
+		}
+	case errors.Is(res.Err, ErrHandlerUnusable), errors.Is(res.Err, errNoHandler):
+		// The job never ran: not its fault, not an attempt.
+		to, reason = job.Queued, "released: "+firstLine(res.Err.Error(), 200)
+		mutate = func(j *job.Job) {
+			j.Attempts--
 			j.Agent, j.StartedAt, j.LastHeartbeat, j.ExitCode = "", nil, nil, nil
 		}
 	case res.Err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,10 @@ type fixture struct {
 }
 
 // setup starts an agent on a fresh spool with the given handlers.
-func setup(t *testing.T, cfg Config) *fixture {
+func setup(t *testing.T, cfg Config) *fixture { t.Helper(); return setupLog(t, cfg, nil) }
+
+// setupLog is setup with the agent's log lines written to w (nil: none).
+func setupLog(t *testing.T, cfg Config, w io.Writer) *fixture {
 	t.Helper()
 	s, err := job.Open(t.TempDir())
 	if err != nil {
@@ -47,6 +51,9 @@ func setup(t *testing.T, cfg Config) *fixture {
 		cfg.ID = "t1"
 	}
 	cfg.Log = testLog(t, cfg.ID)
+	if w != nil {
+		cfg.Log = logx.New(io.MultiWriter(logxtest.New(t), w), "agentd/"+cfg.ID, "debug")
+	}
 	if cfg.Rescan == 0 {
 		cfg.Rescan = 50 * time.Millisecond
 	}
@@ -209,16 +216,6 @@ func TestTimeoutKillsProcessGroup(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("a process of the handler's group survived the timeout")
-	}
-}
-
-func TestUnknownKindFails(t *testing.T) {
-	t.Parallel()
-	f := setup(t, Config{Handlers: map[string]Handler{"noop": Noop}})
-	f.submit(t, "k1", "mystery", 0)
-	j := f.waitState(t, "k1", job.Failed)
-	if !strings.Contains(j.Error, "no handler") {
-		t.Errorf("error %q", j.Error)
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,12 +58,31 @@ func (f HandlerFunc) Run(ctx context.Context, t Task) Result { return f(ctx, t) 
 // Noop succeeds at once: the built-in kind for benchmarks.
 var Noop = HandlerFunc(func(context.Context, Task) Result { return Result{} })
 
+// ErrHandlerUnusable is wrapped in a Result's Err when a handler could not
+// start its work at all (its program is missing, not executable, has a
+// missing interpreter, ...), as opposed to work that ran and failed. The
+// agent releases such a job back to queued without counting an attempt
+// and stops claiming that kind until the handler is usable again. Check
+// errors wrap it too.
+var ErrHandlerUnusable = errors.New("handler unusable")
+
+// Checker is implemented by handlers that can tell, without running a
+// job, whether they are usable. New refuses a handler whose Check fails;
+// during an outage the agent calls Check to know when to resume.
+type Checker interface {
+	Check() error
+}
+
 // Exec runs a fixed command for each job (never a shell built from job
 // data): prompt.json on stdin, FARRO_JOB_ID, FARRO_JOB_DIR, FARRO_ATTEMPT
 // and FARRO_CORRELATION_ID in the environment, stdout and stderr captured
 // into the job directory. Exit 0 means succeeded. When ctx ends (timeout,
 // cancel, drain) the whole process group gets SIGTERM, then SIGKILL after
 // KillGrace.
+//
+// Command[0] is resolved like exec.LookPath does (a bare name through
+// $PATH, anything with a slash as a path), and a relative path against
+// agentd's working directory, not the job directory the handler runs in.
 type Exec struct {
 	Command   []string
 	KillGrace time.Duration
@@ -71,8 +93,9 @@ const stderrTail = 2048
 
 // Run implements Handler.
 func (e *Exec) Run(ctx context.Context, t Task) Result {
-	if len(e.Command) == 0 {
-		return Result{Err: errors.New("agentd has no --exec command for exec jobs")}
+	path, err := e.resolve()
+	if err != nil {
+		return Result{Err: fmt.Errorf("cannot start the handler: %w", err)}
 	}
 	dir, j := t.Env.Runtime.Dir, t.Env.Lifecycle
 	stdout, err := os.OpenFile(filepath.Join(dir, job.StdoutFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
@@ -92,7 +115,8 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 	}
 	defer prompt.Close()
 
-	cmd := exec.Command(e.Command[0], e.Command[1:]...)
+	cmd := exec.Command(path, e.Command[1:]...)
+	cmd.Args[0] = e.Command[0] // the name as configured, for the handler's argv[0]
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = prompt, stdout, stderr
 	cmd.Env = append(os.Environ(),
@@ -107,6 +131,10 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 	// holds its job (recovery would otherwise run it twice at once).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		if notStartable(err) {
+			// The program could not be started at all: not the job's fault.
+			return Result{Err: fmt.Errorf("%w: start %s: %w", ErrHandlerUnusable, e.Command[0], err)}
+		}
 		return Result{Err: fmt.Errorf("start %s: %w", e.Command[0], err)}
 	}
 	if t.Started != nil {
@@ -153,6 +181,112 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 		}
 	}
 	return res
+}
+
+// Check implements Checker: the program exists, is a regular file that
+// this process may execute, and a script's interpreter (#!) does too.
+func (e *Exec) Check() error {
+	_, err := e.resolve()
+	return err
+}
+
+// resolve returns the absolute path of the program, or an error wrapping
+// ErrHandlerUnusable that says why it cannot be run.
+func (e *Exec) resolve() (string, error) {
+	if len(e.Command) == 0 || e.Command[0] == "" {
+		return "", unusableError("no command configured for exec jobs (agentd --exec CMD or FARRO_EXEC)")
+	}
+	name := e.Command[0]
+	path, err := lookExecutable(name)
+	if err != nil {
+		return "", unusableError(fmt.Sprintf("%q: %s", name, explain(name, err)))
+	}
+	if interp := interpreter(path); interp != "" {
+		if _, err := lookExecutable(interp); err != nil {
+			return "", unusableError(fmt.Sprintf("%q: its interpreter %s: %s", name, interp, explain(interp, err)))
+		}
+	}
+	return path, nil
+}
+
+// unusableError is resolve's error: the reason alone, matching
+// ErrHandlerUnusable.
+type unusableError string
+
+func (e unusableError) Error() string        { return string(e) }
+func (e unusableError) Is(target error) bool { return target == ErrHandlerUnusable }
+
+// lookExecutable is exec.LookPath (which checks execute permission for
+// this process's effective ids) made absolute.
+func lookExecutable(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(path)
+}
+
+// explain turns a lookup error into a short reason, with a hint where a
+// systemd sandbox is the likely cause.
+func explain(name string, err error) string {
+	var reason string
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		reason = "not found in $PATH"
+	case errors.Is(err, exec.ErrDot):
+		reason = "found only relative to the current directory in $PATH (give a path)"
+	case errors.Is(err, fs.ErrNotExist):
+		reason = "no such file"
+	case errors.Is(err, fs.ErrPermission):
+		reason = fmt.Sprintf("not executable by this process (uid %d)", os.Geteuid())
+	case errors.Is(err, syscall.EISDIR):
+		reason = "is a directory"
+	default:
+		reason = err.Error()
+	}
+	if !errors.Is(err, exec.ErrNotFound) {
+		for _, hidden := range []string{"/home/", "/root/", "/run/user/"} {
+			if strings.HasPrefix(name, hidden) {
+				reason += " (under systemd, ProtectHome=yes hides " + strings.TrimSuffix(hidden, "/") + ": install the handler elsewhere, e.g. /usr/local/bin)"
+				break
+			}
+		}
+	}
+	return reason
+}
+
+// interpreter returns the program named on a script's #! line, or "".
+func interpreter(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "" // execute-only: not a script the kernel could read either way
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	line, ok := strings.CutPrefix(string(buf[:n]), "#!")
+	if !ok {
+		return ""
+	}
+	line, _, _ = strings.Cut(line, "\n")
+	if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "/") {
+		return f[0]
+	}
+	return ""
+}
+
+// notStartable tells a start that failed because of the program (missing,
+// not executable, bad format, being written) from other failures.
+func notStartable(err error) bool {
+	if errors.Is(err, exec.ErrNotFound) {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.ENOENT, syscall.ENOTDIR, syscall.EACCES, syscall.EPERM, syscall.ENOEXEC, syscall.ETXTBSY, syscall.ELOOP, syscall.EISDIR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func readTail(f *os.File, n int64) string {

@@ -17,13 +17,25 @@ import (
 // ordered by priority (highest first), then age (oldest first). It is fed
 // by directory events and periodic rescans, so a claim never reads the
 // whole directory: each job's job.json is read once, when it appears.
+//
+// A job of a kind the agent cannot run (no handler, or its handler is in
+// an outage: runnable says no) is never handed to a slot: next parks it,
+// and unpark gives a kind's parked jobs back when its handler is usable
+// again. A parked job stays queued for other agents; it leaves the index
+// when it leaves incoming/.
 type index struct {
 	spool *job.Spool
+	// runnable reports whether a kind can run now (nil: every kind). It
+	// is called with mu held; it must not call into the index.
+	runnable func(kind string) bool
+	// onPark is called (without mu) for each job parked by next.
+	onPark func(kind, id string)
 
 	mu      sync.Mutex
 	h       candHeap
-	known   map[string]bool      // in the heap (or being claimed)
-	skip    map[string]time.Time // refused recently (schema, state): skip until
+	known   map[string]bool            // in the heap (or being claimed)
+	skip    map[string]time.Time       // refused recently (schema, state): skip until
+	parked  map[string]map[string]cand // by kind, then id: known but not runnable now
 	wake    chan struct{}
 	skipFor time.Duration
 }
@@ -33,6 +45,7 @@ type cand struct {
 	priority int
 	created  time.Time
 	queued   time.Time // job.json's updated_at: when it was queued (for the queue-wait metric)
+	kind     string    // "" when job.json could not be read: the claim decides
 }
 
 type candHeap []cand
@@ -57,7 +70,7 @@ func (h *candHeap) Pop() any {
 }
 
 func newIndex(s *job.Spool) *index {
-	return &index{spool: s, known: map[string]bool{}, skip: map[string]time.Time{}, wake: make(chan struct{}, 1), skipFor: time.Minute}
+	return &index{spool: s, known: map[string]bool{}, parked: map[string]map[string]cand{}, skip: map[string]time.Time{}, wake: make(chan struct{}, 1), skipFor: time.Minute}
 }
 
 // add reads incoming/<id>/job.json and queues the id, once. Unreadable jobs
@@ -89,7 +102,7 @@ func (x *index) load(id string) (cand, bool) {
 	j, err := job.ReadJob(x.spool.JobDir(job.Queued, "", id))
 	switch {
 	case err == nil:
-		c.priority, c.created, c.queued = j.Priority, j.CreatedAt, j.UpdatedAt
+		c.priority, c.created, c.queued, c.kind = j.Priority, j.CreatedAt, j.UpdatedAt, j.Kind
 	case errors.Is(err, fsq.ErrVanished):
 		x.mu.Lock()
 		delete(x.known, id)
@@ -127,22 +140,89 @@ func (x *index) next(ctx context.Context) (cand, bool) {
 			return cand{}, false
 		}
 		x.mu.Lock()
-		if x.h.Len() > 0 {
+		var parked []cand
+		for x.h.Len() > 0 {
 			c := heap.Pop(&x.h).(cand)
+			if c.kind != "" && x.runnable != nil && !x.runnable(c.kind) {
+				x.park(c)
+				parked = append(parked, c)
+				continue
+			}
 			more := x.h.Len() > 0
 			x.mu.Unlock()
+			x.notePark(parked)
 			if more {
 				x.signal() // let another idle slot take the next one
 			}
 			return c, true
 		}
 		x.mu.Unlock()
+		x.notePark(parked)
 		select {
 		case <-ctx.Done():
 			return cand{}, false
 		case <-x.wake:
 		}
 	}
+}
+
+// park sets c aside (mu held): known, but not in the heap.
+func (x *index) park(c cand) {
+	m := x.parked[c.kind]
+	if m == nil {
+		m = map[string]cand{}
+		x.parked[c.kind] = m
+	}
+	m[c.id] = c
+}
+
+func (x *index) notePark(cs []cand) {
+	if x.onPark == nil {
+		return
+	}
+	for _, c := range cs {
+		x.onPark(c.kind, c.id)
+	}
+}
+
+// unpark gives the jobs parked under kind back to the heap. Call it after
+// runnable has started to say yes for kind.
+func (x *index) unpark(kind string) {
+	x.mu.Lock()
+	m := x.parked[kind]
+	delete(x.parked, kind)
+	cs := make([]cand, 0, len(m))
+	for _, c := range m {
+		cs = append(cs, c)
+	}
+	x.mu.Unlock()
+	x.push(cs)
+}
+
+// unparkID drops id from the parked jobs (mu held); false if not parked.
+func (x *index) unparkID(id string) bool {
+	for kind, m := range x.parked {
+		if _, ok := m[id]; ok {
+			delete(m, id)
+			if len(m) == 0 {
+				delete(x.parked, kind)
+			}
+			delete(x.known, id)
+			return true
+		}
+	}
+	return false
+}
+
+// parkedLen is the number of parked jobs.
+func (x *index) parkedLen() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, m := range x.parked {
+		n += len(m)
+	}
+	return n
 }
 
 // forget drops id after a claim attempt. If the attempt lost to a lock that
@@ -190,6 +270,7 @@ func (x *index) removed(name string) {
 	}
 	x.mu.Lock()
 	delete(x.skip, name)
+	x.unparkID(name) // gone from incoming/ (claimed elsewhere, moved)
 	x.mu.Unlock()
 }
 
@@ -200,10 +281,21 @@ func (x *index) rescan() error {
 		return err
 	}
 	now := time.Now()
+	listed := make(map[string]bool, len(ents))
+	for _, id := range ents {
+		listed[id] = true
+	}
 	x.mu.Lock()
 	for id, until := range x.skip {
 		if now.After(until) {
 			delete(x.skip, id)
+		}
+	}
+	for _, m := range x.parked { // parked jobs whose removal was missed
+		for id := range m {
+			if !listed[id] {
+				x.unparkID(id)
+			}
 		}
 	}
 	x.mu.Unlock()
