@@ -168,3 +168,39 @@ func TestTravellingHoldRefundsAtPromotion(t *testing.T) {
 		t.Fatalf("job.json says attempts %d", got.Attempts)
 	}
 }
+
+// A hold that lands as the job's last attempt fails: managerd would kill
+// the job out of attempts, where the request could never apply. The job
+// is kept (queued, carrying the request) and the next claim holds it.
+func TestHoldOnTheLastAttemptIsNotLost(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	if _, err := s.Submit(job.SubmitRequest{ID: "j1", Kind: "noop", Prompt: []byte(`{}`), MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim("j1", holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RequestControl("w1", "j1", job.Control{Action: job.ControlHold}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(job.Failed, "exit 1", nil); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Move("j1", job.Failed, job.Killed, "managerd", "failed 1 times: out of attempts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != job.Queued {
+		t.Fatalf("out-of-attempts move with a pending hold: %s, want queued", j.Status)
+	}
+	if _, err := s.Claim("j1", holder); !errors.Is(err, job.ErrControlled) {
+		t.Fatalf("claim = %v, want ErrControlled", err)
+	}
+	dir := s.JobDir(job.Held, "", "j1")
+	only(t, s, "j1", dir)
+	if j := readJob(t, dir); j.Status != job.Held || j.Attempts != 0 {
+		t.Fatalf("job %s attempts %d, want held with its attempt given back", j.Status, j.Attempts)
+	}
+}

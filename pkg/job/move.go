@@ -69,6 +69,12 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	case ok:
 		to, reason = cto, creason
 		mutate = func(nj *Job) error { ctl.Refund(nj); return nil } // a hold costs no attempt
+	case ctl != nil && ctl.For(j) && to.Terminal() && CanTransition(from, Queued):
+		// The mover would end the job (out of attempts) where the
+		// request could never be applied: the job goes to incoming/
+		// instead, carrying the request, which its next claim applies.
+		to, mutate = Queued, nil
+		reason = "kept for the operator's " + ctl.Action + " request"
 	}
 	if ok || ctl == nil || !ctl.For(j) {
 		if err := dropControl(src); err != nil {
