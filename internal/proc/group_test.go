@@ -3,6 +3,7 @@ package proc
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -48,8 +49,19 @@ func waitGroup(t *testing.T, id Identity, want bool) {
 // behind runs after the leader is gone; it is gone once both are.
 func TestGroupAliveFollowsLeftoverChildren(t *testing.T) {
 	t.Parallel()
-	cmd, id := startGroup(t, "sleep 600 & echo $! ; exec sleep 600")
+	started := filepath.Join(t.TempDir(), "child")
+	cmd, id := startGroup(t, "sleep 600 & echo $! > "+started+"; exec sleep 600")
 	waitGroup(t, id, true)
+	// The child must exist before the leader is killed (a loaded machine
+	// may not have run the shell's fork yet).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(started); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader never started its child")
+		}
+	}
 	// Kill the leader only: its child lives on in the group.
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
