@@ -141,13 +141,25 @@ line is reported on stderr as "line N: reason", and the exit code is then 1.`,
 				Action:       func(cc *cli.Context) error { return c(cc).Show(cc.Args().Slice()) },
 			},
 			{
-				Name:         "stats",
-				Usage:        "count jobs per state and give the age of the oldest queued job",
+				Name:  "stats",
+				Usage: "count jobs per state and give the age of the oldest queued job; --ages: per-state age buckets (like qshape)",
+				Description: `With --ages, a row per state (terminal ones included) counts its jobs (T)
+and buckets them by the time since they entered the state: updated_at of
+job.json, or started_at in in-progress (heartbeats refresh updated_at).
+A job is in the first bucket whose edge its age does not exceed (1m, 5m,
+10m, 20m, 40m, 80m, 160m, 320m, 640m), or in 640m+. A job whose job.json
+cannot be read is counted in UNREADABLE (and T), in no bucket.`,
 				OnUsageError: usageErr,
-				Flags:        []cli.Flag{jsonFlag("print one JSON document")},
+				Flags: []cli.Flag{
+					jsonFlag("print one JSON document (with --ages: {state: {total, unreadable, buckets: [{le_seconds, count}]}}, le_seconds null for the last bucket)"),
+					&cli.BoolFlag{Name: "ages", Usage: "per-state age buckets since each job entered its state (updated_at; started_at when in-progress)"},
+				},
 				Action: func(cc *cli.Context) error {
 					if cc.Args().Present() {
 						return ctl.Usagef("stats takes no arguments")
+					}
+					if cc.Bool("ages") {
+						return c(cc).StatsAges(cc.Bool("json"))
 					}
 					return c(cc).Stats(cc.Bool("json"))
 				},

@@ -223,6 +223,28 @@ func TestFarroctl(t *testing.T) {
 		if res := r.run(t, spool, "", "stats"); res.code != 0 || !strings.Contains(res.stdout, "oldest queued") {
 			t.Errorf("stats table: %+v", res)
 		}
+
+		res = r.run(t, spool, "", "stats", "--ages", "--json")
+		var ages map[string]struct {
+			Total      int `json:"total"`
+			Unreadable int `json:"unreadable"`
+			Buckets    []struct {
+				LE    *float64 `json:"le_seconds"`
+				Count int      `json:"count"`
+			} `json:"buckets"`
+		}
+		if res.code != 0 || json.Unmarshal([]byte(res.stdout), &ages) != nil || len(ages) != 8 || ages["killed"].Total != 2 ||
+			ages["queued"].Total != 1 || len(ages["queued"].Buckets) != 10 || ages["queued"].Buckets[0].Count != 1 || ages["queued"].Buckets[9].LE != nil {
+			t.Fatalf("stats --ages --json: %+v", res)
+		}
+		res = r.run(t, spool, "", "stats", "--ages")
+		if ls := strings.Split(strings.TrimSpace(res.stdout), "\n"); res.code != 0 || len(ls) != 10 || !strings.HasPrefix(ls[0], "STATE") ||
+			!strings.Contains(ls[0], "640m+") || !strings.HasPrefix(ls[9], "TOTAL") {
+			t.Errorf("stats --ages table: %+v", res)
+		}
+		if res := r.run(t, spool, "", "stats", "--ages", "extra"); res.code != 2 || !oneErrorLine(res.stderr) {
+			t.Errorf("stats --ages extra: %+v", res)
+		}
 	})
 
 	t.Run("retry and rm of finished jobs", func(t *testing.T) {
