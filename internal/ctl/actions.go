@@ -139,21 +139,7 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 	if o.Note != "" {
 		reason += ": " + o.Note
 	}
-	var last error
-	for try := 0; try < o.Retries; try++ {
-		if try > 0 {
-			time.Sleep(o.Backoff)
-		}
-		// A job moving meanwhile is not a duplicate nor missing:
-		// LocateSettled locates again (under the job's lock if it can).
-		locs, err := s.LocateSettled(id, Actor)
-		if err != nil {
-			return "", err
-		}
-		if len(locs) > 1 {
-			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
-		}
-		loc := locs[0]
+	return c.locateAndAct(s, id, o, func(loc job.Location) (string, error) {
 		switch {
 		case loc.State == r.to && loc.State != job.InProgress:
 			return fmt.Sprintf("already %s", r.to), nil
@@ -162,12 +148,8 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 				return "", fmt.Errorf("is running (agent %s): %s applies only to %s jobs", loc.Agent, a, statesList(r.from))
 			}
 			err := s.RequestControl(loc.Agent, id, job.Control{Action: r.control, Actor: Actor, Reason: o.Note, RequestedAt: c.now()})
-			if errors.Is(err, fsq.ErrVanished) {
-				last = err
-				continue // it finished or was released meanwhile
-			}
 			if err != nil {
-				return "", err
+				return "", err // fsq.ErrVanished: it finished or was released meanwhile
 			}
 			if o.Wait > 0 {
 				return c.awaitControl(s, a, id, loc.Agent, reason, o)
@@ -184,19 +166,46 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 			return "", fmt.Errorf("is %s: %s applies only to %s jobs%s", loc.State, a, statesList(r.from), hint)
 		}
 		j, err := s.Move(id, loc.State, r.to, Actor, reason, nil)
+		if errors.Is(err, job.ErrState) {
+			return "", fmt.Errorf("%v (status and directory disagree; run farroctl fsck)", err)
+		}
+		if err != nil {
+			return "", err
+		}
+		return moved(loc.State, j), nil
+	})
+}
+
+// locateAndAct locates job id (settled: a job moving meanwhile is neither
+// a duplicate nor missing) and hands its one location to step. A step
+// that finds the job busy or gone (fsq.ErrLocked, fsq.ErrVanished,
+// job.ErrNotFound: it moved between the locate and the lock) is tried
+// again after locating the job again, up to o.Retries times.
+func (c *Ctl) locateAndAct(s *job.Spool, id string, o ActOptions, step func(job.Location) (string, error)) (string, error) {
+	var last error
+	for try := 0; try < o.Retries; try++ {
+		if try > 0 {
+			time.Sleep(o.Backoff)
+		}
+		locs, err := s.LocateSettled(id, Actor)
+		if err != nil {
+			return "", err
+		}
+		if len(locs) > 1 {
+			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
+		}
+		msg, err := step(locs[0])
 		switch {
 		case err == nil:
-			return moved(loc.State, j), nil
-		case errors.Is(err, fsq.ErrLocked), errors.Is(err, fsq.ErrVanished):
+			return msg, nil
+		case errors.Is(err, fsq.ErrLocked), errors.Is(err, fsq.ErrVanished), errors.Is(err, job.ErrNotFound):
 			last = err
 			continue
-		case errors.Is(err, job.ErrState):
-			return "", fmt.Errorf("%v (status and directory disagree; run farroctl fsck)", err)
 		}
 		return "", err
 	}
 	if errors.Is(last, fsq.ErrLocked) {
-		return "", fmt.Errorf("busy: its lock %s stays held (an agent, managerd or a stuck process has it; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
+		return "", fmt.Errorf("busy: its lock %s stays held (an agent, managerd, or a stuck or crashed process has it; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
 	}
 	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
 }
@@ -210,19 +219,7 @@ func (c *Ctl) actTerminal(s *job.Spool, a Action, id string, o ActOptions) (stri
 	if a == Retry && o.Succeeded {
 		from = []job.State{job.Killed, job.Succeeded}
 	}
-	var last error
-	for try := 0; try < o.Retries; try++ {
-		if try > 0 {
-			time.Sleep(o.Backoff)
-		}
-		locs, err := s.LocateSettled(id, Actor)
-		if err != nil {
-			return "", err
-		}
-		if len(locs) > 1 {
-			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
-		}
-		loc := locs[0]
+	return c.locateAndAct(s, id, o, func(loc job.Location) (string, error) {
 		if !contains(from, loc.State) {
 			switch {
 			case a == Retry && loc.State == job.Succeeded:
@@ -234,31 +231,18 @@ func (c *Ctl) actTerminal(s *job.Spool, a Action, id string, o ActOptions) (stri
 			}
 			return "", fmt.Errorf("is %s: %s applies only to %s jobs", loc.State, a, statesList(from))
 		}
-		var msg string
-		switch a {
-		case Retry:
-			var j *job.Job
-			if j, err = s.Retry(id, Actor, o.Succeeded); err == nil {
-				msg = moved(loc.State, j) + " (retried: attempts reset)"
+		if a == Remove {
+			if _, err := s.Remove(id, Actor); err != nil {
+				return "", err
 			}
-		case Remove:
-			if _, err = s.Remove(id, Actor); err == nil {
-				msg = fmt.Sprintf("%s -> removed", loc.State)
-			}
+			return fmt.Sprintf("%s -> removed", loc.State), nil
 		}
-		switch {
-		case err == nil:
-			return msg, nil
-		case errors.Is(err, fsq.ErrLocked), errors.Is(err, fsq.ErrVanished), errors.Is(err, job.ErrNotFound):
-			last = err // moved between the locate and the lock: locate again
-			continue
+		j, err := s.Retry(id, Actor, o.Succeeded)
+		if err != nil {
+			return "", err
 		}
-		return "", err
-	}
-	if errors.Is(last, fsq.ErrLocked) {
-		return "", fmt.Errorf("busy: its lock %s stays held (a stuck process, or a crashed farroctl's lock that watchdogd removes; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
-	}
-	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
+		return moved(loc.State, j) + " (retried: attempts reset)", nil
+	})
 }
 
 // awaitControl waits up to o.Wait for the outcome of a control request
