@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,14 +95,14 @@ func TestStatsAgesBucketEdges(t *testing.T) {
 		t.Fatalf("%d states, want %d: %v", len(doc), len(job.States), doc)
 	}
 	want := []int{3, 2, 0, 0, 0, 0, 0, 0, 1, 2}
-	if got := doc.counts("queued"); !equalInts(got, want) {
+	if got := doc.counts("queued"); !slices.Equal(got, want) {
 		t.Fatalf("queued buckets %v, want %v", got, want)
 	}
 	if q := doc["queued"]; q.Total != len(ages) || q.Unreadable != 0 {
 		t.Fatalf("queued: %+v", q)
 	}
 	for _, st := range []string{"deferred", "held", "in-progress", "stale", "failed", "succeeded", "killed"} {
-		if d := doc[st]; d.Total != 0 || len(d.Buckets) != 10 || !equalInts(doc.counts(st), make([]int, 10)) {
+		if d := doc[st]; d.Total != 0 || len(d.Buckets) != 10 || !slices.Equal(doc.counts(st), make([]int, 10)) {
 			t.Errorf("%s: %+v", st, d)
 		}
 	}
@@ -117,10 +118,10 @@ func TestStatsAgesInProgressFromStartedAt(t *testing.T) {
 	e.failed("bad")
 	e.setUpdated("bad", now.Add(-3*time.Minute))
 	doc := e.ages(now)
-	if got, want := doc.counts("in-progress"), []int{0, 0, 0, 0, 1, 0, 0, 0, 0, 0}; !equalInts(got, want) {
+	if got, want := doc.counts("in-progress"), []int{0, 0, 0, 0, 1, 0, 0, 0, 0, 0}; !slices.Equal(got, want) {
 		t.Errorf("in-progress %v, want %v (by started_at)", got, want)
 	}
-	if got, want := doc.counts("failed"), []int{0, 1, 0, 0, 0, 0, 0, 0, 0, 0}; !equalInts(got, want) {
+	if got, want := doc.counts("failed"), []int{0, 1, 0, 0, 0, 0, 0, 0, 0, 0}; !slices.Equal(got, want) {
 		t.Errorf("failed %v, want %v", got, want)
 	}
 }
@@ -141,7 +142,7 @@ func TestStatsAgesUnreadable(t *testing.T) {
 		t.Errorf("queued: %+v", q)
 	}
 	for _, st := range []string{"held", "deferred"} {
-		if d := doc[st]; d.Total != 1 || d.Unreadable != 1 || !equalInts(doc.counts(st), make([]int, 10)) {
+		if d := doc[st]; d.Total != 1 || d.Unreadable != 1 || !slices.Equal(doc.counts(st), make([]int, 10)) {
 			t.Errorf("%s: %+v", st, d)
 		}
 	}
@@ -204,16 +205,4 @@ func TestStatsAgesJSONSchema(t *testing.T) {
 			}
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

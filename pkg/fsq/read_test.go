@@ -3,7 +3,6 @@ package fsq_test
 import (
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/fsq/fsqtest"
 )
 
 // readPromptly runs ReadFileCapped in a goroutine so that a read that
@@ -47,44 +47,17 @@ func readPromptly(t *testing.T, path string, max int64) ([]byte, error) {
 // and returns their paths with the error each must yield.
 func hostileEntries(t *testing.T, dir string) map[string]error {
 	t.Helper()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
+	want := map[string]error{
+		fsqtest.FIFO: fsq.ErrNotRegular, fsqtest.Socket: fsq.ErrNotRegular, fsqtest.Directory: fsq.ErrNotRegular,
+		fsqtest.Sparse: fsq.ErrTooLarge, fsqtest.Symlink: fsq.ErrSymlink,
 	}
-	// Unix socket paths are limited to 108 bytes; t.TempDir can be long.
-	sockDir, err := os.MkdirTemp("", "fsq-sock")
-	if err != nil {
-		t.Fatal(err)
+	out := map[string]error{}
+	for _, kind := range fsqtest.HostileKinds {
+		path := filepath.Join(dir, strings.ReplaceAll(kind, " ", "-"))
+		fsqtest.PlantHostile(t, path, kind)
+		out[path] = want[kind]
 	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "s")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	sub := filepath.Join(dir, "dir")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sparse := filepath.Join(dir, "sparse")
-	if err := os.WriteFile(sparse, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(sparse, 1<<30); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(sparse, link); err != nil {
-		t.Fatal(err)
-	}
-	return map[string]error{
-		fifo:   fsq.ErrNotRegular,
-		sock:   fsq.ErrNotRegular,
-		sub:    fsq.ErrNotRegular,
-		sparse: fsq.ErrTooLarge,
-		link:   fsq.ErrSymlink,
-	}
+	return out
 }
 
 func TestReadFileCappedRefusesHostileEntries(t *testing.T) {

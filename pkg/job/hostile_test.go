@@ -2,7 +2,6 @@ package job_test
 
 import (
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,59 +11,9 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/fsq/fsqtest"
 	"github.com/farro-dev/farro/pkg/job"
 )
-
-// plant replaces path with a hostile entry of the given kind: what a buggy
-// or hostile exec handler (same user, cwd = its job dir) or an operator's
-// mistake can leave in the spool.
-func plant(t *testing.T, kind, path string) {
-	t.Helper()
-	if err := os.RemoveAll(path); err != nil {
-		t.Fatal(err)
-	}
-	switch kind {
-	case "fifo":
-		if err := syscall.Mkfifo(path, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	case "socket":
-		// A socket path is limited to 108 bytes: bind in a short
-		// directory, then move the socket into place.
-		short, err := os.MkdirTemp("", "sk")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(short) })
-		ln, err := net.Listen("unix", filepath.Join(short, "s"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		if err := os.Rename(filepath.Join(short, "s"), path); err != nil {
-			t.Fatal(err)
-		}
-	case "directory":
-		if err := os.Mkdir(path, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	case "sparse 1GiB":
-		writeRaw(t, path, nil)
-		if err := os.Truncate(path, 1<<30); err != nil {
-			t.Fatal(err)
-		}
-	case "symlink":
-		target := filepath.Join(t.TempDir(), "target")
-		writeRaw(t, target, []byte(testPrompt))
-		if err := os.Symlink(target, path); err != nil {
-			t.Fatal(err)
-		}
-	default:
-		t.Fatalf("unknown kind %q", kind)
-	}
-}
-
-var hostileKinds = []string{"fifo", "socket", "directory", "sparse 1GiB", "symlink"}
 
 // claimPromptly runs Claim with a deadline, so that a read that blocks
 // (open(2) of a FIFO) fails the test instead of hanging it.
@@ -100,12 +49,12 @@ func claimPromptly(t *testing.T, s *job.Spool, id string) error {
 func TestClaimQuarantinesHostileFiles(t *testing.T) {
 	t.Parallel()
 	for _, file := range []string{job.JobFile, job.PromptFile} {
-		for _, kind := range hostileKinds {
+		for _, kind := range fsqtest.HostileKinds {
 			t.Run(file+"/"+kind, func(t *testing.T) {
 				t.Parallel()
 				s := setup(t)
 				submit(t, s, "j1")
-				plant(t, kind, filepath.Join(s.JobDir(job.Queued, "", "j1"), file))
+				fsqtest.PlantHostile(t, filepath.Join(s.JobDir(job.Queued, "", "j1"), file), kind)
 				if err := claimPromptly(t, s, "j1"); !errors.Is(err, job.ErrCorrupt) {
 					t.Fatalf("Claim = %v, want ErrCorrupt", err)
 				}
@@ -114,7 +63,7 @@ func TestClaimQuarantinesHostileFiles(t *testing.T) {
 				if err != nil {
 					t.Fatalf("the hostile %s did not travel with the job: %v", file, err)
 				}
-				if fi.Mode().IsRegular() != (kind == "sparse 1GiB") {
+				if fi.Mode().IsRegular() != (kind == fsqtest.Sparse) {
 					t.Fatalf("quarantined %s has mode %v", file, fi.Mode())
 				}
 			})
@@ -128,7 +77,7 @@ func TestClaimQuarantinesHostileFiles(t *testing.T) {
 func TestClaimDoesNotReadAHugePrompt(t *testing.T) {
 	s := setup(t)
 	submit(t, s, "big")
-	plant(t, "sparse 1GiB", filepath.Join(s.JobDir(job.Queued, "", "big"), job.PromptFile))
+	fsqtest.PlantHostile(t, filepath.Join(s.JobDir(job.Queued, "", "big"), job.PromptFile), fsqtest.Sparse)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err := s.Claim("big", holder)
@@ -168,11 +117,11 @@ func TestReadJobCap(t *testing.T) {
 // blocking, so that the agent can move it away.
 func TestReadControlHostile(t *testing.T) {
 	t.Parallel()
-	for _, kind := range hostileKinds {
+	for _, kind := range fsqtest.HostileKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			plant(t, kind, filepath.Join(dir, job.ControlFile))
+			fsqtest.PlantHostile(t, filepath.Join(dir, job.ControlFile), kind)
 			done := make(chan error, 1)
 			go func() { _, err := job.ReadControl(dir); done <- err }()
 			select {
@@ -195,7 +144,7 @@ func TestReadControlHostile(t *testing.T) {
 // readable owner, is recovered instead of "changed hands" forever.
 func TestRecoverJudgedLockWithHostileOwner(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"symlink", "directory", "fifo", "socket"} {
+	for _, kind := range []string{fsqtest.Symlink, fsqtest.Directory, fsqtest.FIFO, fsqtest.Socket} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			s := setup(t)
@@ -204,7 +153,7 @@ func TestRecoverJudgedLockWithHostileOwner(t *testing.T) {
 			if err := os.Mkdir(lock, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			plant(t, kind, filepath.Join(lock, fsq.OwnerFile))
+			fsqtest.PlantHostile(t, filepath.Join(lock, fsq.OwnerFile), kind)
 			old := time.Now().Add(-time.Hour) // well past any lock grace
 			if err := os.Chtimes(lock, old, old); err != nil {
 				t.Fatal(err)

@@ -3,57 +3,20 @@ package crash
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/fsq/fsqtest"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-// hostileKinds are the entries nobody in farro ever makes where a spool
-// file must be: each can block an open(2) (a FIFO), fail it oddly (a
-// socket), be no file at all (a directory), exhaust memory if read whole
-// (a 1 GiB sparse file) or lead elsewhere (a symlink).
-var hostileKinds = []string{"fifo", "socket", "dir", "huge", "symlink"}
-
-// plantHostile puts an entry of kind at path (replacing what is there).
-func plantHostile(t *testing.T, path, kind string) {
-	t.Helper()
-	if err := os.RemoveAll(path); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	switch kind {
-	case "fifo":
-		err = syscall.Mkfifo(path, 0o644)
-	case "socket":
-		var l net.Listener
-		if l, err = net.Listen("unix", path); err == nil {
-			// Keep the socket file: closing the listener would unlink it.
-			l.(*net.UnixListener).SetUnlinkOnClose(false)
-			l.Close()
-		}
-	case "dir":
-		err = os.Mkdir(path, 0o755)
-	case "huge":
-		if err = os.WriteFile(path, nil, 0o644); err == nil {
-			err = os.Truncate(path, 1<<30)
-		}
-	case "symlink":
-		err = os.Symlink("/etc/passwd", path)
-	default:
-		t.Fatalf("unknown hostile kind %q", kind)
-	}
-	if err != nil {
-		t.Fatalf("plant %s at %s: %v", kind, path, err)
-	}
-}
+// slug makes a hostile kind fit a job ID or a domain name.
+func slug(kind string) string { return strings.ReplaceAll(kind, " ", "-") }
 
 // handMade builds a queued job directory in incoming/ by hand, as the
 // submit transaction would have.
@@ -114,14 +77,14 @@ func TestHostileEntries(t *testing.T) {
 	// Everything is planted before the first agent starts: it would
 	// claim the jobs this test holds on to.
 	var running []string
-	for _, k := range hostileKinds {
+	for _, k := range fsqtest.HostileKinds {
 		// job.json and prompt.json of a queued job.
-		plantHostile(t, filepath.Join(handMade(t, c, "hj-"+k), job.JobFile), k)
-		plantHostile(t, filepath.Join(handMade(t, c, "hp-"+k), job.PromptFile), k)
+		fsqtest.PlantHostile(t, filepath.Join(handMade(t, c, "hj-"+slug(k)), job.JobFile), k)
+		fsqtest.PlantHostile(t, filepath.Join(handMade(t, c, "hp-"+slug(k)), job.PromptFile), k)
 
 		// The owner file of a lock whose holder is gone (claimed here,
 		// then the owner replaced; no heartbeat will ever come).
-		id := "ho-" + k
+		id := "ho-" + slug(k)
 		c.ledger.attempt(id)
 		if _, err := c.spool.Submit(job.SubmitRequest{ID: id, Kind: "noop", Prompt: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
@@ -130,11 +93,11 @@ func TestHostileEntries(t *testing.T) {
 		if _, err := c.spool.Claim(id, job.Holder{Actor: "agentd/ghost", Agent: "ghost"}); err != nil {
 			t.Fatal(err)
 		}
-		plantHostile(t, filepath.Join(c.spool.LockPath(id), fsq.OwnerFile), k)
+		fsqtest.PlantHostile(t, filepath.Join(c.spool.LockPath(id), fsq.OwnerFile), k)
 
 		// A running job's control.json (a handler can make one in its
 		// own directory).
-		id = "hc-" + k
+		id = "hc-" + slug(k)
 		c.submit(id, `{"until_release":true,"sleep_ms":30000,"fail_rate":0}`)
 		running = append(running, id)
 	}
@@ -148,35 +111,35 @@ func TestHostileEntries(t *testing.T) {
 	}
 	a1 := c.startAgent("h1", "--concurrency", "6")
 	// Crawl and domain files.
-	for _, k := range hostileKinds {
-		dir := filepath.Join(c.spoolDir, crawl.Dir, "hcrawl-"+k)
+	for _, k := range fsqtest.HostileKinds {
+		dir := filepath.Join(c.spoolDir, crawl.Dir, "hcrawl-"+slug(k))
 		if err := os.MkdirAll(filepath.Join(dir, crawl.DomainsDir), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		plantHostile(t, filepath.Join(dir, crawl.ConfigFile), k)
-		plantHostile(t, filepath.Join(dir, crawl.DomainsDir, crawl.DomainFile("example-"+k+".org")), k)
+		fsqtest.PlantHostile(t, filepath.Join(dir, crawl.ConfigFile), k)
+		fsqtest.PlantHostile(t, filepath.Join(dir, crawl.DomainsDir, crawl.DomainFile("example-"+slug(k)+".org")), k)
 	}
 
-	for _, id := range running {
+	for i, id := range running {
 		if !waitUntil(30*time.Second, func() bool { return c.starts(id) > 0 }) {
 			t.Fatalf("%s never started", id)
 		}
-		k := strings.TrimPrefix(id, "hc-")
+		k := fsqtest.HostileKinds[i]
 		st, agent := c.state(id)
 		if st != job.InProgress {
 			t.Fatalf("%s is %s, want running", id, st)
 		}
-		plantHostile(t, filepath.Join(c.spool.JobDir(job.InProgress, agent, id), job.ControlFile), k)
+		fsqtest.PlantHostile(t, filepath.Join(c.spool.JobDir(job.InProgress, agent, id), job.ControlFile), k)
 	}
 
 	start := time.Now()
-	for _, k := range hostileKinds {
-		for _, id := range []string{"hj-" + k, "hp-" + k} {
+	for _, k := range fsqtest.HostileKinds {
+		for _, id := range []string{"hj-" + slug(k), "hp-" + slug(k)} {
 			if !waitUntil(15*time.Second, func() bool { return len(c.where(id)) == 0 && quarantined(c, "/"+id) }) {
 				t.Errorf("%s: not quarantined (in %v)", id, c.where(id))
 			}
 		}
-		id := "ho-" + k
+		id := "ho-" + slug(k)
 		if !waitUntil(15*time.Second, func() bool {
 			_, err := os.Lstat(c.spool.LockPath(id))
 			st, _ := c.state(id)
@@ -185,7 +148,7 @@ func TestHostileEntries(t *testing.T) {
 			st, _ := c.state(id)
 			t.Errorf("%s: lock with a %s owner not recovered (job %s)", id, k, st)
 		}
-		id = "hc-" + k
+		id = "hc-" + slug(k)
 		if !waitUntil(15*time.Second, func() bool { return quarantined(c, id+"/"+job.ControlFile) }) {
 			t.Errorf("%s: hostile control.json (%s) not quarantined", id, k)
 		}
