@@ -87,7 +87,8 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	}
 	// An operator's request for the last attempt (it was released as the
 	// request arrived) is applied instead of running the job again.
-	if to, reason, ctl, ok := pendingControl(src, Queued, j); ok && to != Queued {
+	to, reason, ctl, ok, ctlPresent := pendingControl(src, Queued, j)
+	if ok && to != Queued {
 		if err := dropControl(src); err == nil {
 			_, err = s.apply(j, src, to, h.Actor, reason, func(nj *Job) error { ctl.Refund(nj); return nil })
 		}
@@ -122,9 +123,11 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	// for that attempt. None for this attempt can exist yet:
 	// RequestControl refuses a job whose status is not in-progress. The
 	// barrier below makes the removal durable.
-	if err := dropControl(dst); err != nil {
-		_ = fsq.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
-		return nil, fmt.Errorf("claim %s: %w", id, err)
+	if ctlPresent {
+		if err := dropControl(dst); err != nil {
+			_ = fsq.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
+			return nil, fmt.Errorf("claim %s: %w", id, err)
+		}
 	}
 	now := time.Now().UTC()
 	nj := j.Clone()
@@ -237,10 +240,10 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 		// the outcome. Finish the commit from there.
 		return c.finishCommit(c.replaced, c.replaced.Status)
 	}
-	if err := c.fence(); err != nil {
-		return fmt.Errorf("commit %s: %w", j.ID, err)
-	}
-	dropTemps(dir, TempGrace, false) // the barriers below make the removals durable
+	// Only abandoned temps (older than TempGrace) are dropped, so this
+	// runs before the fence below: even a superseded claim removes
+	// nothing another writer is using. The barriers make it durable.
+	dropTemps(dir, TempGrace, false)
 	fsq.CrashPoint("commit/write:before", q)
 	staged, err := fsq.Stage(dir+"/"+JobFile, j.Marshal())
 	if err != nil {
@@ -251,8 +254,8 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 	if err := c.spool.sync(); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}
-	// The fence again, as close to the replace as it can be: the
-	// staging and the barrier may have taken long.
+	// The fence, as close to the replace as it can be (a superseded
+	// claim's staged file is discarded, never put in place).
 	if err := c.fence(); err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}

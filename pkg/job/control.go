@@ -177,18 +177,21 @@ func ReadControl(dir string) (*Control, error) {
 // pendingControl reads the control request in the job directory dir and
 // says what it asks of j: the target state and reason when it was made
 // for j's attempt and that state is reachable from from; ok false
-// otherwise (no request, another attempt's, or nothing legal to do). The
-// caller holds the job's lock.
-func pendingControl(dir string, from State, j *Job) (to State, reason string, c *Control, ok bool) {
+// otherwise (no request, another attempt's, or nothing legal to do).
+// present says whether anything is there at all (a request, or an
+// unreadable entry), so that callers remove only what exists. The caller
+// holds the job's lock.
+func pendingControl(dir string, from State, j *Job) (to State, reason string, c *Control, ok, present bool) {
 	c, err := ReadControl(dir)
+	present = c != nil || err != nil
 	if err != nil || c == nil || !c.For(j) {
-		return "", "", c, false
+		return "", "", c, false, present
 	}
 	to, reason, _ = c.Target()
 	if from != to && !CanTransition(from, to) {
-		return "", "", c, false
+		return "", "", c, false, present
 	}
-	return to, reason, c, true
+	return to, reason, c, true, present
 }
 
 // dropControl removes the control request of the job directory dir (made

@@ -62,7 +62,7 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	// acknowledged, so it is applied now, exactly once.
 	// One it cannot apply from here (hold of a failed job) travels on
 	// with the job and is applied at its next move or claim.
-	cto, creason, ctl, ok := pendingControl(src, from, j)
+	cto, creason, ctl, ok, present := pendingControl(src, from, j)
 	switch {
 	case ok && cto == from:
 		return nil, fmt.Errorf("move %s: %w: an operator's request keeps it %s", id, ErrState, from)
@@ -76,7 +76,7 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 		to, mutate = Queued, nil
 		reason = "kept for the operator's " + ctl.Action + " request"
 	}
-	if ok || ctl == nil || !ctl.For(j) {
+	if present && (ok || ctl == nil || !ctl.For(j)) {
 		if err := dropControl(src); err != nil {
 			return nil, fmt.Errorf("move %s: %w", id, err)
 		}
