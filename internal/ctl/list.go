@@ -175,6 +175,9 @@ type LockInfo struct {
 	Problem string     `json:"problem,omitempty"` // no owner file, unreadable owner, not a directory
 	raw     []byte
 	mtime   time.Time
+	// denied: the owner file exists but this user may not read it. Its
+	// holder may be another user's live process: never judged dead.
+	denied bool
 }
 
 // readLock returns the lock of id, or nil when it is not locked.
@@ -201,6 +204,7 @@ func readLock(s *job.Spool, id string, now time.Time) (*LockInfo, error) {
 			li.Problem = "no owner file"
 		} else {
 			li.Problem = "owner file unreadable: " + err.Error()
+			li.denied = errors.Is(err, fs.ErrPermission)
 		}
 		return li, nil
 	}
@@ -216,10 +220,11 @@ func readLock(s *job.Spool, id string, now time.Time) (*LockInfo, error) {
 
 // dead reports whether the lock belongs to nobody alive: its owner is
 // proved dead, or it has had no (readable) owner file for longer than
-// grace. A lock that is not a directory is not a lock: never dead.
+// grace. A lock that is not a directory is not a lock, and one whose
+// owner file this user may not read proves nothing: never dead.
 func (li *LockInfo) dead(grace time.Duration, now time.Time) (bool, string) {
 	switch {
-	case li.Problem == "not a directory":
+	case li.Problem == "not a directory", li.denied:
 		return false, ""
 	case li.Owner != nil:
 		v := proc.Check(li.Owner.Identity)

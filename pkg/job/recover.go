@@ -71,10 +71,11 @@ func (s *Spool) RecoverJudgedLock(id, actor, why string, judged []byte) (Outcome
 			// Judged without a readable owner: none, an empty one (it
 			// is never fsynced; a power cut often leaves it empty), or
 			// one that can never be read: a symlink, a directory, a
-			// FIFO, an oversized or unreadable file. TryLock never
-			// makes such an owner, so no live holder has one.
-			same = errors.Is(err, fs.ErrNotExist) || (err == nil && len(cur) == 0) ||
-				fsq.IsHostile(err) || errors.Is(err, fs.ErrPermission)
+			// FIFO, an oversized file. TryLock never makes such an
+			// owner, so no live holder has one. An owner this user may
+			// not read (another user's) is never judged: callers leave
+			// it alone.
+			same = errors.Is(err, fs.ErrNotExist) || (err == nil && len(cur) == 0) || fsq.IsHostile(err)
 		}
 		if !same {
 			_ = os.Remove(guard)
