@@ -125,7 +125,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
-		commitSem: make(chan struct{}, cfg.Concurrency), abandon: make(chan struct{}),
+		commitSem: make(chan struct{}, 4*cfg.Concurrency), abandon: make(chan struct{}),
 		durable: durability{lost: make(chan struct{})},
 		out:     outages{down: map[string]*outage{}},
 	}

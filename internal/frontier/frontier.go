@@ -123,6 +123,13 @@ func New(cfg Config) *Frontier {
 	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}}
 }
 
+// EventCoalesce is how long the frontier lets directory events gather
+// before it reads them (fsq.WatchConfig.Coalesce): a finished page is
+// ingested at most this much later, and a busy spool (every job that
+// succeeds makes an event here, crawl or not) wakes it about 100 times a
+// second instead of once per job.
+const EventCoalesce = 10 * time.Millisecond
+
 // Run drives the crawls until ctx is done, then releases its locks. It
 // returns an error only if the spool's crawls/ cannot be created.
 func (f *Frontier) Run(ctx context.Context) error {
@@ -140,7 +147,10 @@ func (f *Frontier) Run(ctx context.Context) error {
 		f.cfg.Spool.StateDir(job.Killed):    job.Killed,
 	}
 	crawlsDir := f.cfg.Spool.Path(crawl.Dir)
-	wcfg := fsq.WatchConfig{Rescan: f.cfg.Rescan, NoNotify: f.cfg.NoNotify, Dirs: []string{crawlsDir},
+	// Every finished job of the spool lands in succeeded/ or killed/: its
+	// events are read in batches (EventCoalesce), and each batch of
+	// finished pages is ingested in one pass.
+	wcfg := fsq.WatchConfig{Rescan: f.cfg.Rescan, NoNotify: f.cfg.NoNotify, Dirs: []string{crawlsDir}, Coalesce: EventCoalesce,
 		OnFallback: func(err error) { f.log.Warn().Err(err).Msg("fsnotify unavailable; relying on rescans") }}
 	for d := range dirs {
 		wcfg.Dirs = append(wcfg.Dirs, d)

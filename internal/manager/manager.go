@@ -162,6 +162,12 @@ func (m *Manager) RunOnce(ctx context.Context) error {
 // acts on every change within milliseconds; it promotes deferred jobs when
 // they are due and makes a full pass (RunOnce) on every rescan. It returns
 // nil when ctx is done.
+// EventCoalesce is how long managerd lets directory events gather before
+// it reads them (fsq.WatchConfig.Coalesce): a failed job is retried, a
+// stale one requeued, at most this much later, and a busy queue wakes it
+// about 50 times a second instead of once per lock.
+const EventCoalesce = 20 * time.Millisecond
+
 func (m *Manager) Run(ctx context.Context) error {
 	dirs := map[string]job.State{
 		m.spool.StateDir(job.Failed):   job.Failed,
@@ -169,7 +175,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.spool.StateDir(job.Deferred): job.Deferred,
 		m.spool.StateDir(job.Queued):   job.Queued,
 	}
-	wcfg := fsq.WatchConfig{Rescan: m.cfg.Rescan, NoNotify: m.cfg.NoNotify}
+	// Events are read in batches (EventCoalesce): incoming/ sees a lock
+	// made and removed per claim, and nothing here is in a hurry.
+	wcfg := fsq.WatchConfig{Rescan: m.cfg.Rescan, NoNotify: m.cfg.NoNotify, Coalesce: EventCoalesce}
 	for d := range dirs {
 		wcfg.Dirs = append(wcfg.Dirs, d)
 	}

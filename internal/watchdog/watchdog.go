@@ -151,12 +151,19 @@ func (w *Watchdog) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// EventCoalesce is how long the watchdog lets directory events gather
+// before it reads them (fsq.WatchConfig.Coalesce): under a busy queue it
+// wakes about 50 times a second instead of once per lock made or removed.
+const EventCoalesce = 20 * time.Millisecond
+
 // Run checks the locks every Interval until ctx is done, keeping the set
 // of locks from watch events on incoming/ and relisting it on every
 // rescan. The first rescan runs RunOnce (with the startup reconcile).
 func (w *Watchdog) Run(ctx context.Context) error {
 	incoming := w.spool.StateDir(job.Queued)
-	wcfg := fsq.WatchConfig{Dirs: []string{incoming}, Rescan: w.cfg.Rescan, NoNotify: w.cfg.NoNotify}
+	// Lock churn is read in batches: every claim and commit makes and
+	// removes a lock, and the set of locks is only used on ticks.
+	wcfg := fsq.WatchConfig{Dirs: []string{incoming}, Rescan: w.cfg.Rescan, NoNotify: w.cfg.NoNotify, Coalesce: EventCoalesce}
 	wcfg.OnFallback = func(err error) {
 		w.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
 	}

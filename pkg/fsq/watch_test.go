@@ -113,3 +113,53 @@ func TestWatchStopsWhenConsumerGone(t *testing.T) {
 		t.Fatal("Watch blocked on a send after cancel")
 	}
 }
+
+// TestWatchCoalesces: with Coalesce set, the names that appear while the
+// reader waits come together, no sooner than Coalesce after the first.
+func TestWatchCoalesces(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	const coalesce = 300 * time.Millisecond
+	ch := startWatch(t, fsq.WatchConfig{Dirs: []string{dir}, Rescan: time.Hour, Coalesce: coalesce})
+	if ev := next(t, ch); !ev.Rescan {
+		t.Fatalf("first event = %+v, want Rescan", ev)
+	}
+	mustMkdir(t, filepath.Join(dir, "a"))
+	if ev := next(t, ch); ev.Name != "a" || !ev.Created {
+		t.Fatalf("event = %+v, want Created a", ev)
+	}
+	first := time.Now()
+	for _, name := range []string{"b", "c", "d"} {
+		mustMkdir(t, filepath.Join(dir, name))
+	}
+	for _, want := range []string{"b", "c", "d"} {
+		if ev := next(t, ch); ev.Name != want || !ev.Created {
+			t.Fatalf("event = %+v, want Created %s", ev, want)
+		}
+	}
+	// The reader slept for coalesce after the read that carried a, so b
+	// cannot have been read earlier (a lower bound: a slow machine only
+	// makes it later).
+	if got := time.Since(first); got < coalesce-50*time.Millisecond {
+		t.Fatalf("b, c, d arrived %v after a; want no sooner than about %v", got, coalesce)
+	}
+}
+
+// TestWatchDirGoneAsksRescan: a watched directory that is moved away is
+// not silently forgotten: the consumer is asked to list again.
+func TestWatchDirGoneAsksRescan(t *testing.T) {
+	t.Parallel()
+	root := setup(t)
+	dir := filepath.Join(root, "watched")
+	mustMkdir(t, dir)
+	ch := startWatch(t, fsq.WatchConfig{Dirs: []string{dir}, Rescan: time.Hour})
+	if ev := next(t, ch); !ev.Rescan {
+		t.Fatalf("first event = %+v, want Rescan", ev)
+	}
+	if err := os.Rename(dir, filepath.Join(root, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, ch); !ev.Rescan {
+		t.Fatalf("event = %+v, want Rescan after the watched directory moved", ev)
+	}
+}
