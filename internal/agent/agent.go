@@ -55,7 +55,10 @@ type Agent struct {
 	// Commits run behind the slots: a slot hands its outcome over and
 	// claims its next job, so the next claim shares its group-commit
 	// barrier with the commit (pkg/job). commitSem bounds the commits in
-	// flight (one per slot); commits lets Run wait for them.
+	// flight (four per slot: short jobs finish faster than one barrier,
+	// and the more commits wait on a barrier together the fewer syncfs
+	// calls per job: 1.5 -> 0.7 in BenchmarkBurnDown); commits lets Run
+	// wait for them.
 	commitSem chan struct{}
 	commits   sync.WaitGroup
 	// abandon is closed when the drain has waited long enough for
