@@ -48,7 +48,7 @@ while read -r r; do resolve+=(--resolve "$r"); done < <(grep -v '^port=' "$DIR/s
 echo "site on port $port: $(grep -vc '^port=' "$DIR/site.txt") host names, robots.txt variants, redirects, errors, a URL trap"
 
 say "starting watchdogd, managerd and 2 agents on $FARRO_SPOOL (logs in $DIR/logs)"
-mkdir -p "$FARRO_SPOOL"
+"$BIN/farroctl" init >/dev/null
 start watchdogd "$BIN/watchdogd"
 start managerd "$BIN/managerd" --backoff-base 100ms --backoff-max 1s
 start agentd-w1 "$BIN/agentd" --id w1 --concurrency 4

@@ -41,6 +41,7 @@ start_agent() { # id
 }
 
 say "starting daemons on $FARRO_SPOOL"
+"$BIN/farroctl" init >/dev/null
 start watchdogd "$BIN/watchdogd"
 start managerd "$BIN/managerd" --backoff-base 200ms --backoff-max 2s
 start_agent demo-a

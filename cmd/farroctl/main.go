@@ -90,6 +90,22 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			{
+				Name:      "init",
+				Usage:     "create a spool (DIR, else --spool): the directory and its layout; an existing spool is left as it is",
+				ArgsUsage: "[DIR]",
+				Description: `Every other command refuses a directory that is not a spool (one without
+incoming/), so that a mistyped --spool is an error rather than a new, empty
+queue. The daemons also make a spool of an existing empty directory (one
+made by systemd-tmpfiles, say); init is for everything else.`,
+				OnUsageError: usageErr,
+				Action: func(cc *cli.Context) error {
+					if cc.Args().Len() > 1 {
+						return ctl.Usagef("init takes at most one directory")
+					}
+					return c(cc).Init(cc.Args().First())
+				},
+			},
+			{
 				Name:  "submit",
 				Usage: "create a job from a JSON prompt (FILE, or stdin) and print its ID",
 				Description: `The prompt must be one JSON document of at most 1 MiB; empty input is refused.

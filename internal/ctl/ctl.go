@@ -102,7 +102,9 @@ func (c *Ctl) warnf(format string, args ...any) {
 
 // existing returns the spool at Root without creating anything: commands
 // that only read (ls, show, stats, fsck without --repair) must not build a
-// spool where there is none.
+// spool where there is none. Root must be a spool (hold incoming/): a
+// mistyped --spool is refused, never taken for an empty queue (only
+// `farroctl init` makes a spool).
 func (c *Ctl) existing() (*job.Spool, error) {
 	abs, err := filepath.Abs(c.Root)
 	if err != nil {
@@ -111,14 +113,41 @@ func (c *Ctl) existing() (*job.Spool, error) {
 	fi, err := os.Stat(abs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("spool %s does not exist (set --spool or FARRO_SPOOL)", abs)
+			return nil, fmt.Errorf("spool %s does not exist (set --spool or FARRO_SPOOL, or create it with `farroctl init %s`)", abs, abs)
 		}
 		return nil, fmt.Errorf("spool %s: %w", abs, err)
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("spool %s is not a directory", abs)
 	}
+	ok, err := job.IsSpool(abs)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", abs, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("spool %s: %w: it has no incoming/ (set --spool or FARRO_SPOOL, or create one with `farroctl init %s`)", abs, job.ErrNotSpool, abs)
+	}
 	return &job.Spool{Root: abs}, nil
+}
+
+// Init makes a spool at dir (Root when dir is empty): the directory and
+// its layout, durably. An existing spool is left as it is; a directory
+// that holds anything else is refused (job.ErrNotSpool).
+func (c *Ctl) Init(dir string) error {
+	if dir == "" {
+		dir = c.Root
+	}
+	s, err := job.Open(dir, job.Existing())
+	if errors.Is(err, job.ErrNotSpool) {
+		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+			s, err = job.Open(dir)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Stdout, "spool %s ready\n", s.Root)
+	return nil
 }
 
 // open returns the spool at Root, which must exist, completing its layout

@@ -89,7 +89,7 @@ func (c *Ctl) Submit(o SubmitOptions) error {
 	if err := checkPrompt(prompt); err != nil {
 		return UsageError(fmt.Errorf("%s: %w", name, err))
 	}
-	s, err := job.Open(c.Root)
+	s, err := c.open()
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 		if len(reqs) > 0 {
 			if s == nil {
 				var err error
-				if s, err = job.Open(c.Root); err != nil {
+				if s, err = c.open(); err != nil {
 					return err
 				}
 			}

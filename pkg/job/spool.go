@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type Spool struct {
 	barrierMu   sync.Mutex
 	barrier     *fsq.Barrier
 	barrierOpts []fsq.BarrierOption
+	existing    bool // Existing: refuse a root that is not a spool
 	newBarrier  func(dir string, opts ...fsq.BarrierOption) (*fsq.Barrier, error) // nil: fsq.NewBarrier; tests replace it
 }
 
@@ -91,8 +93,60 @@ const (
 	AgentsDir = "agents"
 )
 
+// ErrNotSpool reports a directory that is not a farro spool: it does not
+// exist, or it holds other things and no incoming/. Daemons and farroctl
+// refuse it (a mistyped --spool must not become a new, empty queue that
+// nobody serves).
+var ErrNotSpool = errors.New("not a farro spool")
+
+// Existing makes Open refuse a root that is not a spool already (see
+// ErrNotSpool), except an existing directory that is empty (dot files and
+// a README aside: the checkout's ./spool, a directory made by
+// systemd-tmpfiles or mkdir), which Open turns into one. Without it Open
+// creates whatever is missing, the root included (farroctl init, tests).
+func Existing() Option { return func(s *Spool) { s.existing = true } }
+
+// IsSpool reports whether root is a spool: a directory holding
+// incoming/. An error other than a missing root is returned as is.
+func IsSpool(root string) (bool, error) {
+	ok, err := fsq.IsRealDir(filepath.Join(root, Queued.Dir()))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// checkExisting applies Existing to the absolute root.
+func checkExisting(root string) error {
+	hint := fmt.Sprintf("check --spool or FARRO_SPOOL, or create one with `farroctl init %s`", root)
+	fi, err := os.Stat(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("spool %s: %w: it does not exist (%s)", root, ErrNotSpool, hint)
+	}
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", root, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("spool %s: %w: not a directory", root, ErrNotSpool)
+	}
+	if ok, err := IsSpool(root); err != nil || ok {
+		return err
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", root, err)
+	}
+	for _, e := range ents {
+		if name := e.Name(); !strings.HasPrefix(name, ".") && name != "README.md" {
+			return fmt.Errorf("spool %s: %w: it has no incoming/ but holds other things, such as %q (%s)", root, ErrNotSpool, name, hint)
+		}
+	}
+	return nil
+}
+
 // Open returns the spool at root, creating any missing directory of the
-// layout (durably).
+// layout (durably). With Existing, root must be a spool or an empty
+// directory.
 func Open(root string, opts ...Option) (*Spool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -101,6 +155,11 @@ func Open(root string, opts ...Option) (*Spool, error) {
 	s := &Spool{Root: abs}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.existing {
+		if err := checkExisting(abs); err != nil {
+			return nil, err
+		}
 	}
 	dirs := []string{TmpDir, CorruptDir, AgentsDir}
 	for _, st := range States {

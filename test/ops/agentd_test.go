@@ -24,7 +24,7 @@ import (
 // killed, and a new agentd takes the id.
 func TestAgentIDSingleton(t *testing.T) {
 	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
+	spool := initSpool(t, dir)
 	first := start(t, dir, "w1-first", nil, "agentd", "--spool", spool, "--id", "w1", "--concurrency", "2")
 	type listing struct {
 		Agents []struct {
@@ -103,7 +103,7 @@ func queuedJob(t *testing.T, spool, id string) *job.Job {
 // program; the queued exec job is untouched.
 func TestAgentdRefusesUnusableHandler(t *testing.T) {
 	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
+	spool := initSpool(t, dir)
 	id := strings.TrimSpace(farroctl(t, spool, `{"x":1}`, "submit", "--kind", "exec", "-"))
 	for _, args := range [][]string{
 		{"--exec", "/nonexistent/farro-handler", "--flag"},
@@ -163,7 +163,7 @@ func TestAgentdRefusesUnusableHandler(t *testing.T) {
 // leaves exec jobs queued (not claimed, no attempt), saying so once.
 func TestAgentdWithoutExec(t *testing.T) {
 	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
+	spool := initSpool(t, dir)
 	execID := strings.TrimSpace(farroctl(t, spool, `{"x":1}`, "submit", "--kind", "exec", "--priority", "9", "-"))
 	a := start(t, dir, "w1", nil, "agentd", "--spool", spool, "--id", "w1", "--rescan", "100ms")
 	noopID := strings.TrimSpace(farroctl(t, spool, `{}`, "submit", "--kind", "noop", "-"))
@@ -182,5 +182,48 @@ func TestAgentdWithoutExec(t *testing.T) {
 	b, _ := os.ReadFile(a.log)
 	if n := strings.Count(string(b), `no handler for kind \"exec\"`); n != 1 {
 		t.Errorf("%d lines about the exec jobs left queued, want 1:\n%s", n, b)
+	}
+}
+
+// TestDaemonsRefuseAMistypedSpool: each daemon given a spool that does not
+// exist, or a directory that holds other things, exits with one line on
+// stderr naming the spool and creates nothing there.
+func TestDaemonsRefuseAMistypedSpool(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "home")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, spool := range []string{filepath.Join(dir, "spoool"), other} {
+		for _, d := range []string{"agentd", "managerd", "watchdogd"} {
+			cmd := exec.Command(filepath.Join(binaries(t), d), "--spool", spool, "--id", "w1")
+			if d != "agentd" {
+				cmd.Args = cmd.Args[:3]
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("%s --spool %s kept running", d, spool)
+			}
+			msg := stderr.String()
+			if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(msg, "not a farro spool") || !strings.Contains(msg, spool) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("%s --spool %s: exit %d, stderr %q; want a failure and one line naming the spool", d, spool, cmd.ProcessState.ExitCode(), msg)
+			}
+			if _, err := os.Stat(filepath.Join(spool, "incoming")); err == nil {
+				t.Errorf("%s --spool %s made a spool there", d, spool)
+			}
+		}
 	}
 }

@@ -141,6 +141,17 @@ func sample(mfs map[string]*dto.MetricFamily, name, label, value string) (float6
 	return 0, false
 }
 
+// initSpool makes the spool dir/spool with `farroctl init`, as an operator
+// does before anything else (daemons and farroctl refuse a missing spool).
+func initSpool(t *testing.T, dir string) string {
+	t.Helper()
+	spool := filepath.Join(dir, "spool")
+	if out := farroctl(t, spool, "", "init"); !strings.Contains(out, "ready") {
+		t.Fatalf("farroctl init: %q", out)
+	}
+	return spool
+}
+
 func farroctl(t *testing.T, spool string, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "farroctl"), append([]string{"--spool", spool}, args...)...)
@@ -190,7 +201,7 @@ exit 0
 // reports against the spool and against what happened.
 func TestMetricsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
+	spool := initSpool(t, dir)
 	h := filepath.Join(dir, "handler.sh")
 	if err := os.WriteFile(h, []byte(handler), 0o755); err != nil {
 		t.Fatal(err)
@@ -552,7 +563,7 @@ func TestJournalPrefix(t *testing.T) {
 		if !journal {
 			stream = fmt.Sprintf("%d:%d", st.Dev, st.Ino+1)
 		}
-		cmd := exec.Command(filepath.Join(binaries(t), "watchdogd"), "--spool", filepath.Join(dir, "spool"))
+		cmd := exec.Command(filepath.Join(binaries(t), "watchdogd"), "--spool", initSpool(t, dir))
 		cmd.Stdout, cmd.Stderr = f, f
 		cmd.Env = append(os.Environ(), "JOURNAL_STREAM="+stream)
 		if err := cmd.Start(); err != nil {
