@@ -137,7 +137,11 @@ func (e *env) liveJobs() int {
 	agents, _ := os.ReadDir(e.spool.StateDir(job.InProgress))
 	for _, a := range agents {
 		ents, _ := os.ReadDir(filepath.Join(e.spool.StateDir(job.InProgress), a.Name()))
-		n += len(ents)
+		for _, x := range ents {
+			if !strings.HasPrefix(x.Name(), ".") { // the agent's lock pool
+				n++
+			}
+		}
 	}
 	return n
 }

@@ -9,11 +9,15 @@ type RecOp string
 
 // The steps reported to a Recorder. Paths are as the caller gave them.
 const (
-	RecMkdir   RecOp = "mkdir"     // Path: a directory was created
-	RecCreate  RecOp = "create"    // Path: an empty file was created
-	RecWrite   RecOp = "write"     // Path: Data was appended to the file
-	RecFsync   RecOp = "fsync"     // Path: the file's content was fsynced
-	RecSyncDir RecOp = "fsync-dir" // Path: the directory was fsynced
+	RecMkdir  RecOp = "mkdir"  // Path: a directory was created
+	RecCreate RecOp = "create" // Path: an empty file was created
+	RecWrite  RecOp = "write"  // Path: Data was appended to the file
+	// RecOverwrite: Data was written over the file at Path from its
+	// start, in place (same inode, no truncate: Data is at least as long
+	// as the file was).
+	RecOverwrite RecOp = "overwrite"
+	RecFsync     RecOp = "fsync"     // Path: the file's content was fsynced
+	RecSyncDir   RecOp = "fsync-dir" // Path: the directory was fsynced
 	// RecSyncFS: a Barrier made everything before it durable (syncfs of
 	// the file system holding Path). It is recorded when Wait returns;
 	// with concurrent writers a change made during the sync would be

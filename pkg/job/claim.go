@@ -21,6 +21,7 @@ type Holder struct {
 type Claimed struct {
 	mu     sync.Mutex
 	spool  *Spool
+	pool   *fsq.LockPool // the agent's: takes and recycles its lock
 	holder Holder
 	env    Envelope
 	token  string // fencing token: in the lock's owner file and job.json
@@ -67,7 +68,8 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	lock := s.LockPath(id)
 	fsq.CrashPoint("claim/lock:before")
 	owner := NewOwner(h.Actor, h.Agent)
-	if err := fsq.TryLock(lock, owner.marshal()); err != nil {
+	pool := s.lockPool(h.Agent)
+	if err := pool.TryLock(lock, owner.marshal()); err != nil {
 		return nil, err
 	}
 	src := s.JobDir(Queued, "", id)
@@ -78,11 +80,11 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 				err = fmt.Errorf("%w (quarantine failed: %v)", err, qerr)
 			}
 		}
-		_ = fsq.Unlock(lock)
+		_ = pool.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
 	if j.Status != Queued {
-		_ = fsq.Unlock(lock)
+		_ = pool.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w: status is %s in incoming/", id, ErrState, j.Status)
 	}
 	// An operator's request for the last attempt (it was released as the
@@ -92,7 +94,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		if err := dropControl(src); err == nil {
 			_, err = s.apply(j, src, to, h.Actor, reason, func(nj *Job) error { ctl.Refund(nj); return nil })
 		}
-		_ = fsq.Unlock(lock)
+		_ = pool.Unlock(lock)
 		if err != nil {
 			return nil, fmt.Errorf("claim %s: applying an operator's request: %w", id, err)
 		}
@@ -101,7 +103,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	prompt, err := ReadPrompt(src)
 	if err != nil {
 		_, qerr := s.Quarantine(src, err.Error())
-		_ = fsq.Unlock(lock)
+		_ = pool.Unlock(lock)
 		if !errors.Is(err, ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
@@ -109,13 +111,13 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	}
 	fsq.CrashPoint("claim/mkdir-agent:before")
 	if err := fsq.MkdirDurable(s.AgentDir(h.Agent)); err != nil {
-		_ = fsq.Unlock(lock)
+		_ = pool.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
 	dst := s.JobDir(InProgress, h.Agent, id)
 	fsq.CrashPoint("claim/rename:before")
 	if err := fsq.RenameUnsynced(src, dst); err != nil {
-		_ = fsq.Unlock(lock)
+		_ = pool.Unlock(lock)
 		return nil, fmt.Errorf("claim %s: %w", id, err)
 	}
 	// A control request that travelled here (it arrived while the last
@@ -125,7 +127,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	// barrier below makes the removal durable.
 	if ctlPresent {
 		if err := dropControl(dst); err != nil {
-			_ = fsq.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
+			_ = pool.Unlock(lock) // the job stays in-progress with status queued: recovery rolls it back
 			return nil, fmt.Errorf("claim %s: %w", id, err)
 		}
 	}
@@ -152,7 +154,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 		// crash threshold may have been recovered, and the directory at
 		// dst may be a newer claim's. If the undo fails, watchdogd rolls
 		// the claim back (status is still queued).
-		c := &Claimed{spool: s, holder: h, token: owner.Token, env: Envelope{Lifecycle: j, Runtime: Runtime{Dir: dst, Lock: lock}}}
+		c := &Claimed{spool: s, pool: pool, holder: h, token: owner.Token, env: Envelope{Lifecycle: j, Runtime: Runtime{Dir: dst, Lock: lock}}}
 		if ferr := c.holdsLock(); ferr != nil {
 			return nil, fmt.Errorf("claim %s: %w (and %v)", id, err, ferr)
 		}
@@ -166,7 +168,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	fsq.CrashPoint("claim/append:before")
 	_ = appendEventUnsynced(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
 	fsq.CrashPoint("claim/append:after")
-	return &Claimed{spool: s, holder: h, token: owner.Token, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
+	return &Claimed{spool: s, pool: pool, holder: h, token: owner.Token, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
 }
 
 // Heartbeat refreshes last_heartbeat in job.json. The file is fsynced but

@@ -67,7 +67,10 @@ func (c *Claimed) unlockIfHeld() error {
 	if err := c.holdsLock(); err != nil {
 		return err
 	}
-	return fsq.Unlock(c.env.Runtime.Lock)
+	if c.pool == nil {
+		return fsq.Unlock(c.env.Runtime.Lock)
+	}
+	return c.pool.Unlock(c.env.Runtime.Lock)
 }
 
 // Superseded reports whether err says that a claim was fenced off or its

@@ -23,7 +23,8 @@ type Spool struct {
 	barrierMu   sync.Mutex
 	barrier     *fsq.Barrier
 	barrierOpts []fsq.BarrierOption
-	existing    bool // Existing: refuse a root that is not a spool
+	existing    bool                                                              // Existing: refuse a root that is not a spool
+	pools       sync.Map                                                          // agent id -> *fsq.LockPool (see lockPool)
 	newBarrier  func(dir string, opts ...fsq.BarrierOption) (*fsq.Barrier, error) // nil: fsq.NewBarrier; tests replace it
 }
 
@@ -175,6 +176,20 @@ func Open(root string, opts ...Option) (*Spool, error) {
 		}
 	}
 	return s, nil
+}
+
+// LockPoolDir is the directory, in in-progress/<agent>/, where an agent's
+// claims keep their lock directories between uses (fsq.LockPool): hidden
+// from listings, like every dot entry, and written by that agent alone.
+const LockPoolDir = ".locks"
+
+// lockPool returns the lock pool of agent's claims.
+func (s *Spool) lockPool(agent string) *fsq.LockPool {
+	if p, ok := s.pools.Load(agent); ok {
+		return p.(*fsq.LockPool)
+	}
+	p, _ := s.pools.LoadOrStore(agent, fsq.NewLockPool(filepath.Join(s.AgentDir(agent), LockPoolDir)))
+	return p.(*fsq.LockPool)
 }
 
 // Path joins elements below the spool root.

@@ -176,6 +176,9 @@ func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 			for _, e := range ents {
 				name, p := e.Name(), filepath.Join(d, e.Name())
 				switch {
+				case st == job.InProgress && name == job.LockPoolDir && e.IsDir():
+					// The agent's spare lock directories (fsq.LockPool):
+					// its own, cleared when it starts again.
 				case strings.HasPrefix(name, "."):
 					tempFile(p)
 				case st == job.Queued && strings.HasSuffix(name, job.LockSuffix):

@@ -385,6 +385,9 @@ func plScan(root string) (*plScanResult, error) {
 					return nil, err
 				}
 				for _, je := range jes {
+					if je.Name() == job.LockPoolDir && je.IsDir() {
+						continue // the agent's spare lock directories (fsq.LockPool)
+					}
 					addJob(st, ad, je.Name(), je.IsDir())
 				}
 			case st == job.InProgress:

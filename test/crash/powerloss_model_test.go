@@ -158,10 +158,14 @@ const (
 	plUnlink                // delete dir[name] (== ino)
 	plRename                // dir[name] (== ino) moves to dir2[name2]
 	plWrite                 // append data to file ino
+	plOverwrite             // write data over file ino from its start, in place
 	plFsync                 // fsync file ino
 	plSyncDir               // fsync directory ino
 	plSyncFS                // syncfs: forces everything before it
 )
+
+// writes tells whether o changes a file's content (plWrite, plOverwrite).
+func (o *plOp) writes() bool { return o.kind == plWrite || o.kind == plOverwrite }
 
 // syncs tells whether o forces anything (fsync, fsync-dir, syncfs).
 func (o *plOp) syncs() bool { return o.kind == plFsync || o.kind == plSyncDir || o.kind == plSyncFS }
@@ -466,6 +470,18 @@ func (r *plRecorder) record(rec fsq.Rec) {
 		n := r.vol.nodes[ino]
 		n.data = append(append([]byte(nil), n.data...), rec.Data...)
 		add(plOp{kind: plWrite, ino: ino, data: rec.Data, label: fmt.Sprintf("write %s (%d bytes)", rel, len(rec.Data))})
+	case fsq.RecOverwrite:
+		ino, rel, ok := r.node(rec.Path)
+		if !ok {
+			return
+		}
+		n := r.vol.nodes[ino]
+		nd := append([]byte(nil), rec.Data...)
+		if len(n.data) > len(nd) {
+			nd = append(nd, n.data[len(nd):]...)
+		}
+		n.data = nd
+		add(plOp{kind: plOverwrite, ino: ino, data: rec.Data, label: fmt.Sprintf("overwrite %s (%d bytes)", rel, len(rec.Data))})
 	case fsq.RecFsync:
 		ino, rel, ok := r.node(rec.Path)
 		if ok {
@@ -559,7 +575,7 @@ func (l *plLog) analyse() *plAnalysis {
 			a.slots[p] = []plSlot{{o.dir, o.name}}
 		case plRename:
 			a.slots[p] = []plSlot{{o.dir, o.name}, {o.dir2, o.name2}}
-		case plWrite:
+		case plWrite, plOverwrite:
 			if q, ok := lastWrite[o.ino]; ok {
 				a.deps[p] = append(a.deps[p], q)
 			}
@@ -578,7 +594,7 @@ func (l *plLog) analyse() *plAnalysis {
 			f := &l.ops[q]
 			hit := false
 			switch {
-			case f.kind == plFsync && o.kind == plWrite:
+			case f.kind == plFsync && o.writes():
 				hit = f.ino == o.ino
 			case f.kind == plSyncDir && (o.kind == plLink || o.kind == plUnlink):
 				hit = f.ino == o.dir
@@ -634,12 +650,12 @@ func (l *plLog) enumerate(a *plAnalysis, c, bound int, seed uint64, emit func(pl
 	relevant := make([]bool, c)
 	for p := c - 1; p >= 0; p-- {
 		o := &l.ops[p]
-		if forced[p] || (o.kind != plWrite && !o.entry()) {
+		if forced[p] || (!o.writes() && !o.entry()) {
 			continue
 		}
 		switch {
 		case relevant[p]:
-		case o.kind == plWrite:
+		case o.writes():
 			relevant[p] = reach[o.ino]
 		case o.kind == plRename:
 			relevant[p] = reach[o.dir] || reach[o.dir2]
@@ -659,7 +675,7 @@ func (l *plLog) enumerate(a *plAnalysis, c, bound int, seed uint64, emit func(pl
 		if !relevant[p] {
 			continue
 		}
-		if l.ops[p].kind == plWrite {
+		if l.ops[p].writes() {
 			ino := l.ops[p].ino
 			if len(writes[ino]) == 0 {
 				files = append(files, ino)
@@ -908,6 +924,19 @@ func (l *plLog) materialize(c int, take, torn []bool) plState {
 				data = data[:len(data)/2]
 			}
 			n.data = append(append([]byte(nil), n.data...), data...)
+		case plOverwrite:
+			// In place: a torn write keeps the old bytes past what
+			// reached the disk.
+			n := node(o.ino, false)
+			data := o.data
+			if torn[p] {
+				data = data[:len(data)/2]
+			}
+			nd := append([]byte(nil), data...)
+			if len(n.data) > len(nd) {
+				nd = append(nd, n.data[len(nd):]...)
+			}
+			n.data = nd
 		}
 	}
 	return plState{tree: t, hash: t.hash()}

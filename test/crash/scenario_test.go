@@ -313,7 +313,7 @@ func pointCases() []pointCase {
 	}
 	add("agentd", "agent@hold/remove-control:before", "agent@cancel/remove-control:before",
 		"quarantine/rename:before", "quarantine/note:before", "quarantine/note:after",
-		"fsq/lock-owner:before", "fsq/write-rename:before")
+		"fsq/write-rename:before") // its locks come whole from its pool: no fsq/lock-owner:before
 
 	// managerd: retry (stale -> queued), defer (failed -> deferred),
 	// promote (deferred -> queued), kill (failed/stale -> killed), the tmp/
