@@ -154,14 +154,14 @@ func plDiff(a, b *plTree) string {
 type plKind uint8
 
 const (
-	plLink    plKind = iota // dir[name] = ino (create, mkdir)
-	plUnlink                // delete dir[name] (== ino)
-	plRename                // dir[name] (== ino) moves to dir2[name2]
-	plWrite                 // append data to file ino
-	plOverwrite             // write data over file ino from its start, in place
-	plFsync                 // fsync file ino
-	plSyncDir               // fsync directory ino
-	plSyncFS                // syncfs: forces everything before it
+	plLink      plKind = iota // dir[name] = ino (create, mkdir)
+	plUnlink                  // delete dir[name] (== ino)
+	plRename                  // dir[name] (== ino) moves to dir2[name2]
+	plWrite                   // append data to file ino
+	plOverwrite               // write data over file ino from its start, in place
+	plFsync                   // fsync file ino
+	plSyncDir                 // fsync directory ino
+	plSyncFS                  // syncfs: forces everything before it
 )
 
 // writes tells whether o changes a file's content (plWrite, plOverwrite).
