@@ -118,6 +118,19 @@ func (b *Barrier) Wait() error {
 	return nil
 }
 
+// Generation returns the numbers of syncs begun and completed so far.
+// Everything changed before a call to Generation is durable once
+// completed reaches the started it returned plus one (the first sync to
+// begin after the call), unless a sync failed.
+func (b *Barrier) Generation() (started, completed uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failed != nil {
+		return b.started, 0 // nothing is promised any more
+	}
+	return b.started, b.completed
+}
+
 // Syncs is the number of syncfs calls made so far.
 func (b *Barrier) Syncs() uint64 {
 	b.mu.Lock()

@@ -12,9 +12,9 @@ const (
 	RecMkdir  RecOp = "mkdir"  // Path: a directory was created
 	RecCreate RecOp = "create" // Path: an empty file was created
 	RecWrite  RecOp = "write"  // Path: Data was appended to the file
-	// RecOverwrite: Data was written over the file at Path from its
-	// start, in place (same inode, no truncate: Data is at least as long
-	// as the file was).
+	// RecOverwrite: the file at Path now holds exactly Data, written in
+	// place (same inode; pwrite from its start, then truncate to
+	// len(Data) when it was longer).
 	RecOverwrite RecOp = "overwrite"
 	RecFsync     RecOp = "fsync"     // Path: the file's content was fsynced
 	RecSyncDir   RecOp = "fsync-dir" // Path: the directory was fsynced
@@ -25,7 +25,10 @@ const (
 	// package from one goroutine.
 	RecSyncFS RecOp = "syncfs"
 	RecRename RecOp = "rename" // Path was renamed to Path2, replacing a file there
-	RecRemove RecOp = "remove" // Path and everything below it were removed
+	// RecExchange: Path and Path2 swapped (renameat2 RENAME_EXCHANGE):
+	// each name now holds what the other did.
+	RecExchange RecOp = "exchange"
+	RecRemove   RecOp = "remove" // Path and everything below it were removed
 	// RecBefore comes before each operation of this package (where the
 	// Observer is called), before anything changed: a Recorder may compare
 	// the disk with what it recorded, to see the changes made behind this

@@ -19,6 +19,7 @@ import (
 type Staged struct {
 	tmp, path string
 	done      bool
+	spares    *SparePool // staged in a spare (SparePool.Stage): swapped in, given back
 }
 
 // Stage writes data to a temp file beside path (a dot file named like
@@ -57,6 +58,13 @@ func (s *Staged) Replace() error {
 	if s.done {
 		return fmt.Errorf("replace %s: already replaced or discarded", s.path)
 	}
+	if s.spares != nil {
+		if err := s.spares.exchange(s); err != nil {
+			return fmt.Errorf("replace %s: %w", s.path, classify(err))
+		}
+		s.done = true
+		return nil
+	}
 	hook(OpRename, s.tmp, s.path)
 	record(RecBefore, s.tmp, s.path, nil)
 	if err := os.Rename(s.tmp, s.path); err != nil {
@@ -74,6 +82,10 @@ func (s *Staged) Discard() {
 		return
 	}
 	s.done = true
+	if s.spares != nil {
+		s.spares.release(s.tmp)
+		return
+	}
 	hook(OpRemove, s.tmp, "")
 	record(RecBefore, s.tmp, "", nil)
 	if err := os.Remove(s.tmp); err == nil {

@@ -139,7 +139,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
 	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
 	fsq.CrashPoint("claim/write:before")
-	staged, err := fsq.Stage(dst+"/"+JobFile, nj.Marshal())
+	staged, err := s.sparePool(h.Agent).Stage(dst+"/"+JobFile, nj.Marshal())
 	if err == nil {
 		fsq.CrashPoint("claim/sync:before")
 		if err = s.sync(); err == nil {
@@ -247,7 +247,7 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 	// nothing another writer is using. The barriers make it durable.
 	dropTemps(dir, TempGrace, false)
 	fsq.CrashPoint("commit/write:before", q)
-	staged, err := fsq.Stage(dir+"/"+JobFile, j.Marshal())
+	staged, err := c.spool.sparePool(c.holder.Agent).Stage(dir+"/"+JobFile, j.Marshal())
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", j.ID, err)
 	}

@@ -104,7 +104,7 @@ func TestClaimVanished(t *testing.T) {
 	// Nothing but the agent's private lock pool: no job directory.
 	if ents, err := os.ReadDir(s.AgentDir("w1")); err == nil {
 		for _, e := range ents {
-			if e.Name() != job.LockPoolDir {
+			if e.Name() != job.PoolDir {
 				t.Fatalf("in-progress/w1/%s after a claim of a missing job", e.Name())
 			}
 		}

@@ -179,7 +179,7 @@ func tree(t *testing.T, root string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() && d.Name() == job.LockPoolDir && filepath.Dir(filepath.Dir(rel)) == job.InProgress.Dir() {
+		if d.IsDir() && d.Name() == job.PoolDir && filepath.Dir(filepath.Dir(rel)) == job.InProgress.Dir() {
 			return filepath.SkipDir
 		}
 		switch {

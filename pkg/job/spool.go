@@ -24,7 +24,7 @@ type Spool struct {
 	barrier     *fsq.Barrier
 	barrierOpts []fsq.BarrierOption
 	existing    bool                                                              // Existing: refuse a root that is not a spool
-	pools       sync.Map                                                          // agent id -> *fsq.LockPool (see lockPool)
+	pools       sync.Map                                                          // "locks/<agent>", "files/<agent>": the agent's pools (see PoolDir)
 	newBarrier  func(dir string, opts ...fsq.BarrierOption) (*fsq.Barrier, error) // nil: fsq.NewBarrier; tests replace it
 }
 
@@ -178,18 +178,38 @@ func Open(root string, opts ...Option) (*Spool, error) {
 	return s, nil
 }
 
-// LockPoolDir is the directory, in in-progress/<agent>/, where an agent's
-// claims keep their lock directories between uses (fsq.LockPool): hidden
-// from listings, like every dot entry, and written by that agent alone.
-const LockPoolDir = ".locks"
+// PoolDir is the directory, in in-progress/<agent>/, that holds what an
+// agent's claims recycle instead of making and deleting per job: lock
+// directories in locks/ (fsq.LockPool) and spare files for job.json
+// rewrites in files/ (fsq.SparePool). Hidden from listings, like every dot
+// entry, written by that agent alone, and cleared when it starts again.
+const PoolDir = ".pool"
 
 // lockPool returns the lock pool of agent's claims.
 func (s *Spool) lockPool(agent string) *fsq.LockPool {
-	if p, ok := s.pools.Load(agent); ok {
+	if p, ok := s.pools.Load("locks/" + agent); ok {
 		return p.(*fsq.LockPool)
 	}
-	p, _ := s.pools.LoadOrStore(agent, fsq.NewLockPool(filepath.Join(s.AgentDir(agent), LockPoolDir)))
+	p, _ := s.pools.LoadOrStore("locks/"+agent, fsq.NewLockPool(filepath.Join(s.AgentDir(agent), PoolDir, "locks")))
 	return p.(*fsq.LockPool)
+}
+
+// sparePool returns the spare files of agent's claims: their job.json
+// rewrites are swapped in (renameat2 RENAME_EXCHANGE), and a spare is
+// written again once this Spool's barrier made the swap durable.
+func (s *Spool) sparePool(agent string) *fsq.SparePool {
+	if p, ok := s.pools.Load("files/" + agent); ok {
+		return p.(*fsq.SparePool)
+	}
+	gen := func() (uint64, uint64) {
+		b, err := s.openBarrier()
+		if err != nil {
+			return 0, 0
+		}
+		return b.Generation()
+	}
+	p, _ := s.pools.LoadOrStore("files/"+agent, fsq.NewSparePool(filepath.Join(s.AgentDir(agent), PoolDir, "files"), gen))
+	return p.(*fsq.SparePool)
 }
 
 // Path joins elements below the spool root.

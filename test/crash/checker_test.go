@@ -176,7 +176,7 @@ func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 			for _, e := range ents {
 				name, p := e.Name(), filepath.Join(d, e.Name())
 				switch {
-				case st == job.InProgress && name == job.LockPoolDir && e.IsDir():
+				case st == job.InProgress && name == job.PoolDir && e.IsDir():
 					// The agent's spare lock directories (fsq.LockPool):
 					// its own, cleared when it starts again.
 				case strings.HasPrefix(name, "."):

@@ -385,7 +385,7 @@ func plScan(root string) (*plScanResult, error) {
 					return nil, err
 				}
 				for _, je := range jes {
-					if je.Name() == job.LockPoolDir && je.IsDir() {
+					if je.Name() == job.PoolDir && je.IsDir() {
 						continue // the agent's spare lock directories (fsq.LockPool)
 					}
 					addJob(st, ad, je.Name(), je.IsDir())

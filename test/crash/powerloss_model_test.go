@@ -157,7 +157,8 @@ const (
 	plLink      plKind = iota // dir[name] = ino (create, mkdir)
 	plUnlink                  // delete dir[name] (== ino)
 	plRename                  // dir[name] (== ino) moves to dir2[name2]
-	plWrite                   // append data to file ino
+	plExchange                // dir[name] (== ino) and dir2[name2] (== ino2) swap
+	plWrite                   // append data to file ino (after the entry kinds: see entry)
 	plOverwrite               // write data over file ino from its start, in place
 	plFsync                   // fsync file ino
 	plSyncDir                 // fsync directory ino
@@ -177,13 +178,14 @@ type plOp struct {
 	dir2     int
 	name2    string
 	ino      int
+	ino2     int // plExchange: the inode at dir2[name2]
 	isDir    bool
 	data     []byte
 	label    string // for reports: "rename tmp/x -> incoming/x"
 	implicit bool   // not reported by pkg/fsq: inferred from the disk
 }
 
-func (o *plOp) entry() bool { return o.kind <= plRename }
+func (o *plOp) entry() bool { return o.kind <= plExchange }
 
 // plMark is a client-visible event at a position of the log: pos is the
 // number of operations that had taken effect when it happened.
@@ -475,12 +477,7 @@ func (r *plRecorder) record(rec fsq.Rec) {
 		if !ok {
 			return
 		}
-		n := r.vol.nodes[ino]
-		nd := append([]byte(nil), rec.Data...)
-		if len(n.data) > len(nd) {
-			nd = append(nd, n.data[len(nd):]...)
-		}
-		n.data = nd
+		r.vol.nodes[ino].data = append([]byte(nil), rec.Data...)
 		add(plOp{kind: plOverwrite, ino: ino, data: rec.Data, label: fmt.Sprintf("overwrite %s (%d bytes)", rel, len(rec.Data))})
 	case fsq.RecFsync:
 		ino, rel, ok := r.node(rec.Path)
@@ -515,6 +512,23 @@ func (r *plRecorder) record(rec fsq.Rec) {
 		delete(r.vol.nodes[sd].kids, sn)
 		r.vol.nodes[dd].kids[dn] = ino
 		add(plOp{kind: plRename, dir: sd, name: sn, dir2: dd, name2: dn, ino: ino, isDir: r.vol.nodes[ino].dir, label: "rename " + srel + " -> " + drel})
+	case fsq.RecExchange:
+		sd, sn, srel, ok := r.parent(rec.Path)
+		if !ok {
+			return
+		}
+		dd, dn, drel, ok := r.parent(rec.Path2)
+		if !ok {
+			return
+		}
+		a, ok1 := r.vol.nodes[sd].kids[sn]
+		b, ok2 := r.vol.nodes[dd].kids[dn]
+		if !ok1 || !ok2 {
+			r.fail("exchange %s <-> %s: a side unknown to the model", srel, drel)
+			return
+		}
+		r.vol.nodes[sd].kids[sn], r.vol.nodes[dd].kids[dn] = b, a
+		add(plOp{kind: plExchange, dir: sd, name: sn, dir2: dd, name2: dn, ino: a, ino2: b, label: "exchange " + srel + " <-> " + drel})
 	case fsq.RecRemove:
 		rel, ok := r.rel(rec.Path)
 		if !ok {
@@ -573,7 +587,7 @@ func (l *plLog) analyse() *plAnalysis {
 		switch o.kind {
 		case plLink, plUnlink:
 			a.slots[p] = []plSlot{{o.dir, o.name}}
-		case plRename:
+		case plRename, plExchange:
 			a.slots[p] = []plSlot{{o.dir, o.name}, {o.dir2, o.name2}}
 		case plWrite, plOverwrite:
 			if q, ok := lastWrite[o.ino]; ok {
@@ -600,6 +614,8 @@ func (l *plLog) analyse() *plAnalysis {
 				hit = f.ino == o.dir
 			case f.kind == plSyncDir && o.kind == plRename:
 				hit = f.ino == o.dir2
+			case f.kind == plSyncDir && o.kind == plExchange:
+				hit = f.ino == o.dir && o.dir == o.dir2
 			case f.kind == plSyncFS:
 				hit = !o.syncs()
 			}
@@ -657,7 +673,7 @@ func (l *plLog) enumerate(a *plAnalysis, c, bound int, seed uint64, emit func(pl
 		case relevant[p]:
 		case o.writes():
 			relevant[p] = reach[o.ino]
-		case o.kind == plRename:
+		case o.kind == plRename, o.kind == plExchange:
 			relevant[p] = reach[o.dir] || reach[o.dir2]
 		default:
 			relevant[p] = reach[o.dir]
@@ -838,7 +854,12 @@ func (l *plLog) liveInodes(a *plAnalysis, c int, forced []bool) map[int]bool {
 		}
 		for i, s := range a.slots[p] {
 			v := -1
-			if o.kind == plLink || (o.kind == plRename && i == 1) {
+			switch {
+			case o.kind == plLink || (o.kind == plRename && i == 1):
+				v = o.ino
+			case o.kind == plExchange && i == 0:
+				v = o.ino2
+			case o.kind == plExchange && i == 1:
 				v = o.ino
 			}
 			if forced[p] {
@@ -924,17 +945,21 @@ func (l *plLog) materialize(c int, take, torn []bool) plState {
 				data = data[:len(data)/2]
 			}
 			n.data = append(append([]byte(nil), n.data...), data...)
+		case plExchange:
+			node(o.ino, false)
+			node(o.ino2, false)
+			d1, d2 := node(o.dir, true), node(o.dir2, true)
+			d1.kids[o.name], d2.kids[o.name2] = o.ino2, o.ino
 		case plOverwrite:
-			// In place: a torn write keeps the old bytes past what
-			// reached the disk.
+			// In place, then truncated to its length: a torn write
+			// keeps the old bytes past what reached the disk.
 			n := node(o.ino, false)
-			data := o.data
+			nd := append([]byte(nil), o.data...)
 			if torn[p] {
-				data = data[:len(data)/2]
-			}
-			nd := append([]byte(nil), data...)
-			if len(n.data) > len(nd) {
-				nd = append(nd, n.data[len(nd):]...)
+				nd = nd[:len(nd)/2]
+				if len(n.data) > len(nd) {
+					nd = append(nd, n.data[len(nd):]...)
+				}
 			}
 			n.data = nd
 		}
