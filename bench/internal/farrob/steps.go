@@ -104,7 +104,13 @@ func stepName(root string, op fsq.Op, path, path2 string) string {
 			if len(parts) >= 2 {
 				parts[1] = "<agent>"
 			}
-			if len(parts) >= 3 {
+			switch {
+			case len(parts) >= 3 && parts[2] == job.PoolDir:
+				// The agent's pool: its entries' random names merged.
+				if len(parts) >= 5 {
+					parts[4] = "<spare>"
+				}
+			case len(parts) >= 3:
 				parts[2] = "<id>"
 			}
 		case len(parts) >= 1 && parts[0] == "completed":
