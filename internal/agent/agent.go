@@ -66,6 +66,7 @@ type Agent struct {
 	// to recovery (its job.json already names the outcome).
 	abandon chan struct{}
 	durable durability // see durability.go
+	runs    runTimes   // recent handler times: how many to claim at once (ahead.go)
 	out     outages    // see outage.go
 	// noHandler: the kinds without a handler already logged.
 	noHandler sync.Map
@@ -224,28 +225,38 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 	}
 }
 
-// slot is one worker: claim, run, commit, until ctx is done.
+// slot is one worker: claim, run, commit, until ctx is done. While the
+// jobs run briefly it claims a few at a time, behind one barrier (see
+// ahead.go); jobs it claimed and did not start are released when ctx is
+// done.
 func (a *Agent) slot(ctx, runCtx context.Context) {
+	var ahead []claimedJob
+	defer func() {
+		for _, cj := range ahead {
+			a.releaseUnstarted(cj.c)
+		}
+	}()
 	for {
-		cd, ok := a.idx.next(ctx)
-		if !ok {
-			return
-		}
-		id := cd.id
-		claimStart := time.Now()
-		c, err := a.cfg.Spool.Claim(id, a.holder)
-		if err != nil {
-			if a.durabilityLost(err) {
-				continue // ctx is done: the loop ends
+		if len(ahead) == 0 {
+			ahead = a.claimBatch(ctx)
+			if len(ahead) == 0 {
+				if ctx.Err() != nil {
+					return
+				}
+				continue
 			}
-			a.claimFailed(id, err)
-			continue
 		}
-		claimed(cd, claimStart)
-		a.idx.forget(id, false)
+		if ctx.Err() != nil {
+			return // the deferred release gives the rest back
+		}
+		cj := ahead[0]
+		ahead = ahead[1:]
+		if !a.keepFresh(cj) {
+			continue // taken away while it waited: nothing to run
+		}
 		a.busy.Add(1)
 		metrics.SlotBusy(1)
-		a.run(runCtx, c)
+		a.run(runCtx, cj.c)
 		metrics.SlotBusy(-1)
 		a.busy.Add(-1)
 	}
@@ -326,11 +337,17 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 	cause := context.Cause(hctx)
 	stop(nil)
 	wg.Wait()
+	a.noteRun(time.Since(runStart))
+	a.commitBehind(c, env.Runtime.Dir, res, cause, l, runStart)
+}
+
+// commitBehind hands the outcome to a commit that runs behind the slot.
+func (a *Agent) commitBehind(c *job.Claimed, dir string, res Result, cause error, l logx.JobLogger, runStart time.Time) {
 	a.commitSem <- struct{}{}
 	a.commits.Add(1)
 	go func() {
 		defer a.commits.Done()
-		a.commit(c, env.Runtime.Dir, res, cause, l)
+		a.commit(c, dir, res, cause, l)
 		runFinished(c, runStart)
 		<-a.commitSem
 	}()

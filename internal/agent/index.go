@@ -139,31 +139,39 @@ func (x *index) next(ctx context.Context) (cand, bool) {
 		if ctx.Err() != nil {
 			return cand{}, false
 		}
-		x.mu.Lock()
-		var parked []cand
-		for x.h.Len() > 0 {
-			c := heap.Pop(&x.h).(cand)
-			if c.kind != "" && x.runnable != nil && !x.runnable(c.kind) {
-				x.park(c)
-				parked = append(parked, c)
-				continue
-			}
-			more := x.h.Len() > 0
-			x.mu.Unlock()
-			x.notePark(parked)
-			if more {
-				x.signal() // let another idle slot take the next one
-			}
+		if c, ok := x.tryNext(); ok {
 			return c, true
 		}
-		x.mu.Unlock()
-		x.notePark(parked)
 		select {
 		case <-ctx.Done():
 			return cand{}, false
 		case <-x.wake:
 		}
 	}
+}
+
+// tryNext returns the best runnable candidate, if there is one now.
+func (x *index) tryNext() (cand, bool) {
+	x.mu.Lock()
+	var parked []cand
+	for x.h.Len() > 0 {
+		c := heap.Pop(&x.h).(cand)
+		if c.kind != "" && x.runnable != nil && !x.runnable(c.kind) {
+			x.park(c)
+			parked = append(parked, c)
+			continue
+		}
+		more := x.h.Len() > 0
+		x.mu.Unlock()
+		x.notePark(parked)
+		if more {
+			x.signal() // let another idle slot take the next one
+		}
+		return c, true
+	}
+	x.mu.Unlock()
+	x.notePark(parked)
+	return cand{}, false
 }
 
 // park sets c aside (mu held): known, but not in the heap.

@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Claiming ahead. A claim waits for one group-commit barrier (a syncfs)
+// before its handler may start, and the slots' claims share it: with N
+// slots at most N claims ride on one sync, so on a file system whose sync
+// is a journal commit of a few milliseconds a queue of short jobs runs at
+// about N jobs per sync, whatever the CPU. While the recent handlers ran
+// briefly (runTimes.short), a slot therefore claims up to aheadMax jobs at
+// once, concurrently, so that they share one barrier, and runs them one
+// after the other. A job claimed ahead waits at most a few short runs;
+// should it wait longer than a heartbeat period (a handler that turned out
+// slow), it is heartbeated before it starts, and a claim taken away
+// meanwhile is dropped (Superseded). On shutdown the slot releases what it
+// has not started, without counting an attempt (like a drain).
+
+// aheadMax is how many jobs a slot claims at once while handlers are
+// short.
+const aheadMax = 4
+
+// shortRun is the handler time under which claiming ahead pays: well
+// under one barrier, so that the jobs claimed together all start within
+// about one sync.
+const shortRun = 2 * time.Millisecond
+
+// claimedJob is a job a slot claimed, and when.
+type claimedJob struct {
+	c  *job.Claimed
+	at time.Time
+}
+
+// runTimes keeps an average of the recent handler times.
+type runTimes struct {
+	avg atomic.Int64 // nanoseconds, exponentially weighted; 0: none yet
+}
+
+func (a *Agent) noteRun(d time.Duration) {
+	old := a.runs.avg.Load()
+	if old == 0 {
+		a.runs.avg.Store(int64(d))
+		return
+	}
+	a.runs.avg.Store(old + (int64(d)-old)/8)
+}
+
+// short reports whether the recent handlers ran briefly.
+func (r *runTimes) short() bool {
+	v := r.avg.Load()
+	return v > 0 && time.Duration(v) < shortRun
+}
+
+// claimBatch claims the next job (waiting for one) and, while handlers
+// are short, up to aheadMax-1 more that are ready now, all at once. The
+// jobs come back in the index's order.
+func (a *Agent) claimBatch(ctx context.Context) []claimedJob {
+	first, ok := a.idx.next(ctx)
+	if !ok {
+		return nil
+	}
+	cands := []cand{first}
+	if a.runs.short() {
+		for len(cands) < aheadMax {
+			cd, ok := a.idx.tryNext()
+			if !ok {
+				break
+			}
+			cands = append(cands, cd)
+		}
+	}
+	got := make([]*job.Claimed, len(cands))
+	start := time.Now()
+	claim := func(i int) {
+		c, err := a.cfg.Spool.Claim(cands[i].id, a.holder)
+		if err != nil {
+			if !a.durabilityLost(err) {
+				a.claimFailed(cands[i].id, err)
+			}
+			return
+		}
+		claimed(cands[i], start)
+		a.idx.forget(cands[i].id, false)
+		got[i] = c
+	}
+	if len(cands) == 1 {
+		claim(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range cands {
+			wg.Add(1)
+			go func() { defer wg.Done(); claim(i) }()
+		}
+		wg.Wait()
+	}
+	out := make([]claimedJob, 0, len(cands))
+	now := time.Now()
+	for _, c := range got {
+		if c != nil {
+			out = append(out, claimedJob{c: c, at: now})
+		}
+	}
+	return out
+}
+
+// keepFresh heartbeats a job that waited in the slot longer than a
+// heartbeat period; false: the claim was taken away meanwhile.
+func (a *Agent) keepFresh(cj claimedJob) bool {
+	if time.Since(cj.at) < a.cfg.Heartbeat {
+		return true
+	}
+	err := cj.c.Heartbeat()
+	if err != nil && job.Superseded(err) {
+		a.log.Warn().Err(err).Str("job_id", cj.c.Envelope().Lifecycle.ID).Msg("job claimed ahead was taken away before it started")
+		return false
+	}
+	return true
+}
+
+// releaseUnstarted gives back a job claimed ahead that the slot did not
+// start: queued again, no attempt counted.
+func (a *Agent) releaseUnstarted(c *job.Claimed) {
+	j := c.Envelope().Lifecycle
+	l := logx.ForJob(a.log, j)
+	l.Transition(j, job.Queued) // it was claimed, as the release that follows says
+	a.commitBehind(c, c.Envelope().Runtime.Dir, Result{}, errDrain, l, time.Now())
+}
