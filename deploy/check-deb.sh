@@ -191,6 +191,9 @@ say "maintainer scripts: syntax, conffiles, md5sums, dry runs (sysusers, tmpfile
 for p in agentd managerd watchdogd farroctl; do
 	out=$("$data/usr/bin/$p" --version) || die "$p --version failed"
 	[[ $out == *"$version"* ]] || die "$p --version says '$out', not $version"
+	# The packaged default spool is the units' one, not ./spool.
+	out=$(env -u FARRO_SPOOL "$data/usr/bin/$p" --help 2>&1) || true
+	[[ $out == *'(default: "/var/spool/farro")'* ]] || die "$p --help does not give /var/spool/farro as the default spool"
 	gzip -t "$data/usr/share/man/man1/$p.1.gz" || die "$p.1.gz is not gzip"
 	zcat "$data/usr/share/man/man1/$p.1.gz" | grep -q "^\.TH ${p^^} 1" || die "$p.1.gz: no .TH header for section 1"
 	if command -v man >/dev/null 2>&1; then
@@ -246,8 +249,8 @@ if [ -n "$chroot" ]; then
 	st=$(inroot stat -c '%U:%G %a' /var/spool/farro) || die "no spool"
 	[ "$st" = "farro:farro 750" ] || die "spool is $st, want farro:farro 750"
 	inroot dpkg-query -W -f '${Conffiles}\n' farro | grep -q /etc/farro/farro.env || die "farro.env is not a registered conffile"
-	inroot setpriv --reuid=farro --regid=farro --clear-groups sh -c 'echo "{}" | farroctl --spool /var/spool/farro submit --kind noop >/dev/null &&
-		farroctl --spool /var/spool/farro stats --json' >"$tmp/stats" || die "farroctl as farro failed"
+	inroot setpriv --reuid=farro --regid=farro --clear-groups sh -c 'echo "{}" | farroctl submit --kind noop >/dev/null &&
+		farroctl stats --json' >"$tmp/stats" || die "farroctl as farro failed"
 	grep -q '"queued":1' "$tmp/stats" || die "farroctl stats after a submit: $(cat "$tmp/stats")"
 	inroot man -w farroctl >/dev/null 2>&1 || inroot test -f /usr/share/man/man1/farroctl.1.gz || die "no man page"
 	say "chroot: files, user, spool (farro:farro 0750), conffile, farroctl as farro: fine"

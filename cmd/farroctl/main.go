@@ -40,7 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	c := func(cc *cli.Context) *ctl.Ctl {
-		return &ctl.Ctl{Root: cc.String(daemon.SpoolFlag.Name), Stdin: stdin, Stdout: stdout, Stderr: stderr}
+		return &ctl.Ctl{Root: daemon.SpoolFor(cc), Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	}
 	usageErr := func(cc *cli.Context, err error, _ bool) error {
 		if name := cc.Command.Name; name != "" && name != cc.App.Name {

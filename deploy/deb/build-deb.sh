@@ -46,7 +46,12 @@ say "building ${programs[*]} $version ($arch)"
 # expects); PIE; symbol tables stripped; paths trimmed (reproducible).
 # DEB_FAST keeps the flags of a plain go build (see above).
 export CGO_ENABLED=1
+# The package's binaries default to its spool, and farroctl reads the
+# units' environment file for FARRO_SPOOL (internal/daemon: DefaultSpool,
+# EnvFile): the operator's shell and the daemons agree on one place.
 ldflags="-s -w -X github.com/farro-dev/farro/internal/daemon.Version=$version"
+ldflags="$ldflags -X github.com/farro-dev/farro/internal/daemon.DefaultSpool=/var/spool/farro"
+ldflags="$ldflags -X github.com/farro-dev/farro/internal/daemon.EnvFile=/etc/farro/farro.env"
 buildflags=(-trimpath -buildmode=pie)
 compress=(-Zxz)
 if [ "${DEB_FAST:-}" = 1 ]; then

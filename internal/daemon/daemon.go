@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,10 +21,61 @@ import (
 // Version is set at build time with -ldflags "-X .../internal/daemon.Version=...".
 var Version = "0.1.0-dev"
 
+// DefaultSpool is --spool's default: ./spool from a source build, set to
+// /var/spool/farro by the Debian package (-ldflags "-X ...DefaultSpool=").
+var DefaultSpool = "./spool"
+
+// EnvFile is the environment file the packaged units read
+// (EnvironmentFile=); empty in a source build. farroctl takes FARRO_SPOOL
+// from it when neither --spool nor FARRO_SPOOL is given (SpoolFor), so
+// that the operator's shell and the daemons agree on one place.
+var EnvFile = ""
+
 // SpoolFlag is --spool, shared by every binary.
 var SpoolFlag = &cli.StringFlag{
-	Name: "spool", Value: "./spool", EnvVars: []string{"FARRO_SPOOL"},
+	Name: "spool", Value: DefaultSpool, EnvVars: []string{"FARRO_SPOOL"},
 	Usage: "spool directory",
+}
+
+// SpoolFor returns the spool a command run with c uses: --spool or
+// FARRO_SPOOL when given, else FARRO_SPOOL of EnvFile (packaged builds),
+// else DefaultSpool.
+func SpoolFor(c *cli.Context) string {
+	if c.IsSet(SpoolFlag.Name) || EnvFile == "" {
+		return c.String(SpoolFlag.Name)
+	}
+	if v, ok := EnvFileValue(EnvFile, "FARRO_SPOOL"); ok && v != "" {
+		return v
+	}
+	return c.String(SpoolFlag.Name)
+}
+
+// EnvFileValue reads key from a systemd environment file of plain
+// KEY=value lines (comments and blank lines skipped, optional quotes
+// around the value); the last assignment wins, as for systemd. A missing
+// or unreadable file has no value.
+func EnvFileValue(path, key string) (string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	val, found := "", false
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) != key {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		val, found = v, true
+	}
+	return val, found
 }
 
 // LogLevelFlag is --log-level.
