@@ -37,17 +37,49 @@ var SpoolFlag = &cli.StringFlag{
 	Usage: "spool directory",
 }
 
-// SpoolFor returns the spool a command run with c uses: --spool or
-// FARRO_SPOOL when given, else FARRO_SPOOL of EnvFile (packaged builds),
-// else DefaultSpool.
+// SpoolFor returns the spool a command run with c uses: --spool where it
+// was given (before the command or after it: see SpoolAnywhere; the one
+// nearest the command wins), else FARRO_SPOOL, else FARRO_SPOOL of
+// EnvFile (packaged builds), else DefaultSpool.
 func SpoolFor(c *cli.Context) string {
-	if c.IsSet(SpoolFlag.Name) || EnvFile == "" {
-		return c.String(SpoolFlag.Name)
+	for _, cx := range c.Lineage() {
+		for _, n := range cx.LocalFlagNames() {
+			if v := cx.String(SpoolFlag.Name); n == SpoolFlag.Name && v != "" {
+				return v
+			}
+		}
 	}
-	if v, ok := EnvFileValue(EnvFile, "FARRO_SPOOL"); ok && v != "" {
+	if v := os.Getenv("FARRO_SPOOL"); v != "" {
 		return v
 	}
-	return c.String(SpoolFlag.Name)
+	if EnvFile != "" {
+		if v, ok := EnvFileValue(EnvFile, "FARRO_SPOOL"); ok && v != "" {
+			return v
+		}
+	}
+	return DefaultSpool
+}
+
+// SpoolAnywhere lets --spool follow a command as well as precede it
+// ("farroctl ls --spool DIR"): every command and subcommand gets its own
+// copy of the flag. Read the value with SpoolFor.
+func SpoolAnywhere(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		has := false
+		for _, f := range cmd.Flags {
+			for _, n := range f.Names() {
+				has = has || n == SpoolFlag.Name
+			}
+		}
+		if !has {
+			// The command line only: FARRO_SPOOL is the app-level flag's,
+			// so that --spool before the command still beats it.
+			f := *SpoolFlag
+			f.EnvVars = nil
+			cmd.Flags = append(cmd.Flags, &f)
+		}
+		SpoolAnywhere(cmd.Subcommands)
+	}
 }
 
 // EnvFileValue reads key from a systemd environment file of plain

@@ -15,7 +15,9 @@ func spoolOf(t *testing.T, args ...string) string {
 	var got string
 	flag := *SpoolFlag // cli records a value from the environment in the flag itself: one per run
 	app := &cli.App{Name: "farroctl", Flags: []cli.Flag{&flag},
-		Commands: []*cli.Command{{Name: "stats", Action: func(c *cli.Context) error { got = SpoolFor(c); return nil }}}}
+		Commands: []*cli.Command{{Name: "stats", Action: func(c *cli.Context) error { got = SpoolFor(c); return nil }},
+			{Name: "crawl", Subcommands: []*cli.Command{{Name: "status", Action: func(c *cli.Context) error { got = SpoolFor(c); return nil }}}}}}
+	SpoolAnywhere(app.Commands)
 	if err := app.Run(append([]string{"farroctl"}, args...)); err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +50,26 @@ func TestSpoolFor(t *testing.T) {
 	if got := spoolOf(t, "--spool", "/given", "stats"); got != "/given" {
 		t.Errorf("--spool: %q", got)
 	}
+	// After the command too, and in a subcommand; the nearest wins.
+	if got := spoolOf(t, "stats", "--spool", "/after"); got != "/after" {
+		t.Errorf("stats --spool: %q", got)
+	}
+	if got := spoolOf(t, "--spool", "/before", "crawl", "status", "--spool", "/after"); got != "/after" {
+		t.Errorf("crawl status --spool after --spool: %q", got)
+	}
+	if got := spoolOf(t, "--spool", "/before", "crawl", "status"); got != "/before" {
+		t.Errorf("--spool before crawl status: %q (a command's own copy of the flag must not shadow it)", got)
+	}
 	os.Setenv("FARRO_SPOOL", "/from-env")
 	if got := spoolOf(t, "stats"); got != "/from-env" {
 		t.Errorf("FARRO_SPOOL: %q", got)
+	}
+	if got := spoolOf(t, "--spool", "/given", "crawl", "status"); got != "/given" {
+		t.Errorf("--spool with FARRO_SPOOL set: %q, want the command line's", got)
+	}
+	os.Setenv("FARRO_SPOOL", "")
+	if got := spoolOf(t, "--spool", "/given", "stats"); got != "/given" {
+		t.Errorf("--spool with FARRO_SPOOL empty: %q", got)
 	}
 	os.Unsetenv("FARRO_SPOOL")
 	EnvFile = filepath.Join(t.TempDir(), "missing.env")
