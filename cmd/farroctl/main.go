@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -31,7 +32,8 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	err := newApp(stdin, stdout, stderr).Run(args)
+	app := newApp(stdin, stdout, stderr)
+	err := app.Run(intersperse(app, args))
 	if err != nil && !ctl.IsSilent(err) {
 		fmt.Fprintf(stderr, "farroctl: %v\n", err)
 	}
@@ -43,6 +45,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		return &ctl.Ctl{Root: daemon.SpoolFor(cc), Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	}
 	usageErr := func(cc *cli.Context, err error, _ bool) error {
+		err = durationHint(cc, err)
 		if name := cc.Command.Name; name != "" && name != cc.App.Name {
 			return ctl.UsageError(fmt.Errorf("%s: %v (see farroctl %s --help)", name, err, name))
 		}
@@ -53,7 +56,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		return &cli.Command{
 			Name: string(a), Usage: usage, ArgsUsage: "ID...", OnUsageError: usageErr,
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "reason", Usage: "operator note appended to the job's reason (\"cancelled: NOTE\")"},
+				&cli.StringFlag{Name: "reason", Usage: fmt.Sprintf("operator note appended to the job's reason (%q)", ctl.ReasonOf(a)+": NOTE")},
 				&cli.DurationFlag{Name: "wait", Usage: "for a running job: wait up to this long for the outcome of the request (0: return once it is written)"},
 			},
 			Action: func(cc *cli.Context) error {
@@ -251,4 +254,31 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 	app.Commands = append(app.Commands, pipelineCommands(c, usageErr)...)
 	daemon.SpoolAnywhere(app.Commands)
 	return app
+}
+
+// durationHint says what a duration flag takes when its value did not
+// parse (the flag package says only "parse error"): "1" is not a duration,
+// "1s" is.
+func durationHint(cc *cli.Context, err error) error {
+	msg := err.Error()
+	_, rest, ok := strings.Cut(msg, " for flag -")
+	if !ok || !strings.HasSuffix(msg, "parse error") {
+		return err
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	flags := cc.App.Flags
+	if cc.Command != nil {
+		flags = append(flags, cc.Command.Flags...)
+	}
+	for _, f := range flags {
+		if _, isDur := f.(*cli.DurationFlag); !isDur {
+			continue
+		}
+		for _, n := range f.Names() {
+			if n == strings.TrimPrefix(name, "-") {
+				return fmt.Errorf("%s: a duration with its unit is needed, such as 1s, 500ms or 2m", strings.TrimSuffix(msg, ": parse error"))
+			}
+		}
+	}
+	return err
 }

@@ -27,6 +27,43 @@ func TestFarroctl(t *testing.T) {
 	}
 	r := runner{bin: bin}
 
+	t.Run("flags after the arguments", func(t *testing.T) {
+		spool := newSpool(t)
+		// --spool itself may follow the command, and flags with values
+		// may follow the prompt FILE ("-": stdin).
+		res := r.run(t, "", `{}`, "submit", "-", "--kind", "noop", "--id", "late", "--spool", spool)
+		if res.code != 0 || strings.TrimSpace(res.stdout) != "late" {
+			t.Fatalf("submit with flags after FILE: %+v", res)
+		}
+		res = r.run(t, spool, "", "history", "late", "--json")
+		if res.code != 0 || !strings.HasPrefix(res.stdout, "{") {
+			t.Fatalf("history ID --json: %+v", res)
+		}
+		res = r.run(t, spool, "", "cancel", "late", "--reason", "not needed")
+		if res.code != 0 || !strings.Contains(res.stdout, "cancelled: not needed") {
+			t.Fatalf("cancel ID --reason R: %+v", res)
+		}
+		// "--" ends the flags: what follows is an argument, refused as an ID.
+		res = r.run(t, spool, "", "show", "--", "--json")
+		if res.code != 2 || !oneErrorLine(res.stderr) {
+			t.Fatalf("show -- --json: %+v; want --json taken as an (invalid) ID", res)
+		}
+		// A duration flag's bad value says what it takes; a missing job is
+		// named once.
+		res = r.run(t, spool, "", "top", "--interval", "1")
+		if res.code != 2 || !strings.Contains(res.stderr, "such as 1s") {
+			t.Fatalf("top --interval 1: %+v", res)
+		}
+		res = r.run(t, spool, "", "cancel", "nosuchjob")
+		if res.code != 1 || strings.Count(res.stderr, "nosuchjob") != 1 {
+			t.Fatalf("cancel nosuchjob: %+v; want the ID named once", res)
+		}
+		res = r.run(t, "", "", "hold", "--help")
+		if !strings.Contains(res.stdout, "held by operator: NOTE") {
+			t.Fatalf("hold --help: the --reason text is not hold's:\n%s", res.stdout)
+		}
+	})
+
 	t.Run("help and version", func(t *testing.T) {
 		for _, args := range [][]string{{"--help"}, {"--version"}, {"submit", "--help"}, {"fsck", "--help"}} {
 			res := r.run(t, "", "", args...)

@@ -38,6 +38,10 @@ type rule struct {
 	terminal bool
 }
 
+// ReasonOf is the reason an action gives the jobs it moves ("" for rm),
+// before an operator's note (": NOTE").
+func ReasonOf(a Action) string { return rules[a].reason }
+
 var rules = map[Action]rule{
 	Hold:    {to: job.Held, reason: job.ReasonHeld, control: job.ControlHold, from: []job.State{job.Queued, job.Deferred}},
 	Release: {to: job.Queued, reason: "released by operator", from: []job.State{job.Held}},
@@ -188,6 +192,9 @@ func (c *Ctl) locateAndAct(s *job.Spool, id string, o ActOptions, step func(job.
 			time.Sleep(o.Backoff)
 		}
 		locs, err := s.LocateSettled(id, Actor)
+		if errors.Is(err, job.ErrNotFound) {
+			return "", job.ErrNotFound // the caller names the job
+		}
 		if err != nil {
 			return "", err
 		}

@@ -51,7 +51,7 @@ type batchLine struct {
 // prompt, unknown kind) happens before anything is created.
 func (c *Ctl) Submit(o SubmitOptions) error {
 	if len(o.Args) > 1 {
-		return Usagef("submit takes at most one FILE argument, got %d (flags go before FILE)", len(o.Args))
+		return Usagef("submit takes at most one FILE argument, got %d", len(o.Args))
 	}
 	if o.Kind == "" {
 		o.Kind = DefaultKind
