@@ -54,6 +54,10 @@ func run(c *cli.Context) error {
 	var command []string
 	if handlerArgs, _ := c.App.Metadata["exec-args"].([]string); len(handlerArgs) > 0 {
 		command = handlerArgs
+		for _, a := range agentFlagsIn(c.App.Flags, handlerArgs[1:]) {
+			log.Warn().Str("argument", a).Strs("exec", handlerArgs).
+				Msg("a handler argument looks like an agentd flag: everything after --exec CMD goes to the handler; put agentd's flags before --exec")
+		}
 	} else if e := c.String("exec"); e != "" {
 		command = strings.Fields(e)
 	}
@@ -100,6 +104,26 @@ func run(c *cli.Context) error {
 
 // splitExec cuts "--exec CMD [ARG...]" off the command line: everything
 // after --exec belongs to the handler command, flags included.
+// agentFlagsIn returns the handler arguments that look like one of
+// agentd's own flags (--concurrency 4 written after --exec CMD).
+func agentFlagsIn(flags []cli.Flag, handlerArgs []string) []string {
+	var out []string
+	for _, a := range handlerArgs {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				if n == name && len(name) > 1 {
+					out = append(out, a)
+				}
+			}
+		}
+	}
+	return out
+}
+
 func splitExec(args []string) (agentArgs, command []string) {
 	for i, a := range args {
 		switch {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 func TestSplitExec(t *testing.T) {
@@ -19,5 +22,16 @@ func TestSplitExec(t *testing.T) {
 		if !reflect.DeepEqual(agent, tc.agent) || !reflect.DeepEqual(command, tc.command) {
 			t.Errorf("splitExec(%q) = %q, %q; want %q, %q", tc.in, agent, command, tc.agent, tc.command)
 		}
+	}
+}
+
+// An agentd flag written after --exec CMD is the handler's argument; it
+// is reported so that the mistake is seen. The handler's own flags are not.
+func TestAgentFlagsInHandlerArgs(t *testing.T) {
+	flags := []cli.Flag{&cli.IntFlag{Name: "concurrency"}, &cli.StringFlag{Name: "id"}, &cli.BoolFlag{Name: "no-notify"}}
+	got := agentFlagsIn(flags, []string{"--verbose", "--concurrency", "4", "-o", "out", "--id=w2", "--no-notify", "plain"})
+	want := []string{"--concurrency", "--id=w2", "--no-notify"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("agentFlagsIn = %q, want %q", got, want)
 	}
 }
