@@ -60,3 +60,47 @@ func TestOpenExisting(t *testing.T) {
 		}
 	}
 }
+
+// A directory that holds only the layout's own directories is a spool
+// being laid out (a daemon starting beside another, an init cut short):
+// Open with Existing finishes it. Daemons started together on an empty
+// directory all open it.
+func TestOpenExistingPartialLayout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, d := range []string{"agents", "tmp", "corrupt"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := job.Open(dir, job.Existing()); err != nil {
+		t.Fatalf("Open of a half-laid-out spool = %v, want it finished", err)
+	}
+	if ok, err := job.IsSpool(dir); !ok || err != nil {
+		t.Fatalf("IsSpool = %v, %v after Open", ok, err)
+	}
+	// A file under a layout name is not part of a layout.
+	odd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(odd, "tmp"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.Open(odd, job.Existing()); !errors.Is(err, job.ErrNotSpool) {
+		t.Fatalf("Open of a directory with a file named tmp = %v, want ErrNotSpool", err)
+	}
+
+	for round := 0; round < 20; round++ {
+		root := t.TempDir()
+		errc := make(chan error, 4)
+		for i := 0; i < cap(errc); i++ {
+			go func() {
+				_, err := job.Open(root, job.Existing())
+				errc <- err
+			}()
+		}
+		for i := 0; i < cap(errc); i++ {
+			if err := <-errc; err != nil {
+				t.Fatalf("round %d: concurrent Open of an empty directory: %v", round, err)
+			}
+		}
+	}
+}

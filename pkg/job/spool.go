@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,12 +138,35 @@ func checkExisting(root string) error {
 	if err != nil {
 		return fmt.Errorf("spool %s: %w", root, err)
 	}
+	layout := layoutDirs()
 	for _, e := range ents {
-		if name := e.Name(); !strings.HasPrefix(name, ".") && name != "README.md" {
-			return fmt.Errorf("spool %s: %w: it has no incoming/ but holds other things, such as %q (%s)", root, ErrNotSpool, name, hint)
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || name == "README.md" {
+			continue
 		}
+		// A directory of the layout's own names is a spool being laid
+		// out: by another daemon starting at the same moment, or by an
+		// init that was cut short (Open makes incoming/, the mark of a
+		// spool, last).
+		if e.IsDir() && slices.Contains(layout, name) {
+			continue
+		}
+		return fmt.Errorf("spool %s: %w: it has no incoming/ but holds other things, such as %q (%s)", root, ErrNotSpool, name, hint)
 	}
 	return nil
+}
+
+// layoutDirs lists the directories Open makes in a spool's root, in the
+// order it makes them: incoming/ last, so that IsSpool holds only once the
+// whole layout is there.
+func layoutDirs() []string {
+	dirs := []string{TmpDir, CorruptDir, AgentsDir}
+	for _, st := range States {
+		if st != Queued {
+			dirs = append(dirs, st.Dir())
+		}
+	}
+	return append(dirs, Queued.Dir())
 }
 
 // Open returns the spool at root, creating any missing directory of the
@@ -162,11 +186,7 @@ func Open(root string, opts ...Option) (*Spool, error) {
 			return nil, err
 		}
 	}
-	dirs := []string{TmpDir, CorruptDir, AgentsDir}
-	for _, st := range States {
-		dirs = append(dirs, st.Dir())
-	}
-	for _, d := range dirs {
+	for _, d := range layoutDirs() {
 		p := filepath.Join(abs, d)
 		if err := fsq.MkdirDurable(p); err != nil {
 			return nil, fmt.Errorf("spool layout: %w", err)
