@@ -68,8 +68,8 @@ func TestOpenExisting(t *testing.T) {
 func TestOpenExistingPartialLayout(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, d := range []string{"agents", "tmp", "corrupt"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+	for _, d := range []string{"agents", "tmp", "corrupt", "completed/succeeded"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

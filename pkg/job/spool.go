@@ -138,7 +138,11 @@ func checkExisting(root string) error {
 	if err != nil {
 		return fmt.Errorf("spool %s: %w", root, err)
 	}
-	layout := layoutDirs()
+	var layout []string // top-level names: completed/succeeded is "completed"
+	for _, d := range layoutDirs() {
+		top, _, _ := strings.Cut(filepath.ToSlash(d), "/")
+		layout = append(layout, top)
+	}
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") || name == "README.md" {
