@@ -62,7 +62,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 	}
 	// One managerd per spool: refused (exit registry.ExitAlreadyRunning)
 	// while another holds agents/daemons/managerd.lock.
-	reg, err := registry.AcquireDaemon(spool, "managerd", registry.Options{Actor: manager.Actor, Version: daemon.Version})
+	reg, err := registry.AcquireDaemon(spool, "managerd", registry.Options{Actor: manager.Actor, Version: daemon.Version, MaxAttempts: cfg.MaxAttempts})
 	if err != nil {
 		return err
 	}

@@ -20,21 +20,24 @@ import (
 
 // Row is one job as ls shows it (one JSON object per line with --json).
 type Row struct {
-	ID          string     `json:"id"`
-	Status      job.State  `json:"status"`   // from job.json; "" when unreadable
-	Location    job.State  `json:"location"` // the state directory the job is in
-	Kind        string     `json:"kind"`
-	Priority    int        `json:"priority"`
-	Attempts    int        `json:"attempts"`
-	MaxAttempts int        `json:"max_attempts"` // 0: managerd's default
-	Agent       string     `json:"agent"`
-	CreatedAt   *time.Time `json:"created_at"`
-	UpdatedAt   *time.Time `json:"updated_at"`
-	NotBefore   *time.Time `json:"not_before,omitempty"`
-	Reason      string     `json:"reason"`
-	Error       string     `json:"error,omitempty"` // the last attempt's error
-	Dir         string     `json:"dir"`
-	Problem     string     `json:"problem,omitempty"` // unreadable, hostile, status/directory mismatch
+	ID          string    `json:"id"`
+	Status      job.State `json:"status"`   // from job.json; "" when unreadable
+	Location    job.State `json:"location"` // the state directory the job is in
+	Kind        string    `json:"kind"`
+	Priority    int       `json:"priority"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"` // the limit that applies
+	// MaxAttemptsFrom says where MaxAttempts comes from: "job" (its
+	// own), "managerd --max-attempts" or "default" (see limits.go).
+	MaxAttemptsFrom string     `json:"max_attempts_from,omitempty"`
+	Agent           string     `json:"agent"`
+	CreatedAt       *time.Time `json:"created_at"`
+	UpdatedAt       *time.Time `json:"updated_at"`
+	NotBefore       *time.Time `json:"not_before,omitempty"`
+	Reason          string     `json:"reason"`
+	Error           string     `json:"error,omitempty"` // the last attempt's error
+	Dir             string     `json:"dir"`
+	Problem         string     `json:"problem,omitempty"` // unreadable, hostile, status/directory mismatch
 }
 
 // ListOptions are ls's flags.
@@ -50,8 +53,9 @@ func Rows(s *job.Spool, states []job.State) ([]Row, error) {
 		return nil, err
 	}
 	rows := make([]Row, 0, len(es))
+	lim := newLimits(s)
 	for _, e := range es {
-		rows = append(rows, row(e))
+		rows = append(rows, row(e, lim))
 	}
 	// incoming/ in claim order: highest priority first, oldest first.
 	// walk lists each state's entries together.
@@ -80,7 +84,7 @@ func Rows(s *job.Spool, states []job.State) ([]Row, error) {
 	return rows, nil
 }
 
-func row(e entry) Row {
+func row(e entry, lim limits) Row {
 	r := Row{ID: e.Name, Location: e.State, Agent: e.Agent, Dir: e.Path}
 	if e.Hostile {
 		r.Problem = "not a job directory (symlink or file); run farroctl fsck"
@@ -89,7 +93,8 @@ func row(e entry) Row {
 	j, err := job.ReadJob(e.Path)
 	if j != nil {
 		r.Status, r.Kind, r.Priority = j.Status, j.Kind, j.Priority
-		r.Attempts, r.MaxAttempts, r.Reason, r.Error = j.Attempts, j.MaxAttempts, j.Reason, j.Error
+		r.Attempts, r.Reason, r.Error = j.Attempts, j.Reason, j.Error
+		r.MaxAttempts, r.MaxAttemptsFrom = lim.of(j)
 		created, updated := j.CreatedAt, j.UpdatedAt
 		r.CreatedAt, r.UpdatedAt, r.NotBefore = &created, &updated, j.NotBefore
 		if j.Agent != "" {
@@ -149,10 +154,14 @@ func (c *Ctl) List(o ListOptions) error {
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPRI\tATT\tMAX\tKIND\tAGENT\tUPDATED\tREASON")
+	now := c.now()
 	for _, r := range rows {
 		status, reason, updated := string(r.Status), r.Reason, "-"
 		if r.Error != "" && r.Reason == "" {
 			reason = r.Error
+		}
+		if r.NotBefore != nil && r.Status == job.Deferred {
+			reason = fmt.Sprintf("runs %s (in %s); %s", r.NotBefore.UTC().Format(time.RFC3339), untilText(now, *r.NotBefore), reason)
 		}
 		if r.Problem != "" {
 			status, reason = "!"+string(r.Location), r.Problem
@@ -160,10 +169,25 @@ func (c *Ctl) List(o ListOptions) error {
 		if r.UpdatedAt != nil {
 			updated = r.UpdatedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", r.ID, status, r.Priority, r.Attempts, r.MaxAttempts,
-			dash(r.Kind), dash(r.Agent), updated, truncate(oneLine(reason), 72))
+		max := "-"
+		if r.MaxAttempts > 0 {
+			max = fmt.Sprint(r.MaxAttempts)
+			if r.MaxAttemptsFrom != LimitFromJob {
+				max += "*" // not the job's own: the legend below says whose
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, status, r.Priority, r.Attempts, max,
+			dash(r.Kind), dash(r.Agent), updated, truncate(oneLine(reason), 96))
 	}
 	return tw.Flush()
+}
+
+// untilText is how long until t, to the second ("now" once it passed).
+func untilText(now, t time.Time) string {
+	if !t.After(now) {
+		return "now"
+	}
+	return t.Sub(now).Round(time.Second).String()
 }
 
 // LockInfo describes a job's claim lock (incoming/<id>.lock).
@@ -242,13 +266,17 @@ func (li *LockInfo) dead(grace time.Duration, now time.Time) (bool, string) {
 type ShowDoc struct {
 	ID string `json:"id"`
 	*job.Job
-	Location  job.State       `json:"location"`
-	Dir       string          `json:"dir"`
-	Lock      *LockInfo       `json:"lock"`
-	Control   *job.Control    `json:"control,omitempty"`
-	Prompt    json.RawMessage `json:"prompt,omitempty"`
-	Locations []job.Location  `json:"locations,omitempty"` // only when found in several places
-	Problem   string          `json:"problem,omitempty"`
+	// MaxAttemptsApplied is the limit that applies to the job (its own,
+	// else managerd's --max-attempts), and MaxAttemptsFrom whose it is.
+	MaxAttemptsApplied int             `json:"max_attempts_applied,omitempty"`
+	MaxAttemptsFrom    string          `json:"max_attempts_from,omitempty"`
+	Location           job.State       `json:"location"`
+	Dir                string          `json:"dir"`
+	Lock               *LockInfo       `json:"lock"`
+	Control            *job.Control    `json:"control,omitempty"`
+	Prompt             json.RawMessage `json:"prompt,omitempty"`
+	Locations          []job.Location  `json:"locations,omitempty"` // only when found in several places
+	Problem            string          `json:"problem,omitempty"`
 }
 
 // Show prints job id as one JSON document. A job that is not found, found
@@ -309,6 +337,9 @@ func (c *Ctl) showDoc(s *job.Spool, id string, locs []job.Location) (doc ShowDoc
 	}
 	j, err := job.ReadJob(dir)
 	doc.Job = j
+	if j != nil {
+		doc.MaxAttemptsApplied, doc.MaxAttemptsFrom = newLimits(s).of(j)
+	}
 	if err != nil {
 		moving = errors.Is(err, fsq.ErrVanished)
 		problems = append(problems, oneLine(err.Error()))

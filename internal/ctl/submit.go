@@ -25,7 +25,7 @@ type SubmitOptions struct {
 	ID          string
 	Kind        string // "" means DefaultKind
 	Priority    int
-	MaxAttempts int           // 0: managerd's default
+	MaxAttempts int           // 0: managerd's default, written into job.json at submit
 	In          time.Duration // start deferred, not before now+In
 	At          string        // start deferred, not before this RFC 3339 time
 	Held        bool          // start held
@@ -92,6 +92,10 @@ func (c *Ctl) Submit(o SubmitOptions) error {
 	s, err := c.open()
 	if err != nil {
 		return err
+	}
+	if o.MaxAttempts == 0 {
+		// job.json says the limit that applies: managerd's, fixed now.
+		o.MaxAttempts, _ = defaultMaxAttempts(s)
 	}
 	if o.ID != "" {
 		// Refuse a known duplicate before building anything in tmp/;
@@ -213,6 +217,7 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 	}
 	defer closeIn()
 	var s *job.Spool
+	var def int // the attempt limit of lines without one (defaultMaxAttempts)
 	// A chunk of lines, reported in input order once submitted.
 	type item struct {
 		line int
@@ -235,6 +240,12 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 				var err error
 				if s, err = c.open(); err != nil {
 					return err
+				}
+				def, _ = defaultMaxAttempts(s)
+			}
+			for i := range reqs {
+				if reqs[i].MaxAttempts == 0 {
+					reqs[i].MaxAttempts = def // job.json says the limit that applies
 				}
 			}
 			jobs, errs := s.SubmitMany(reqs)

@@ -26,7 +26,7 @@ func TestSubmitPrintsOnlyTheID(t *testing.T) {
 		t.Fatalf("stderr: %q", e.stderr)
 	}
 	j := e.read(id)
-	if j.Status != job.Queued || j.Kind != "exec" || j.MaxAttempts != 0 {
+	if j.Status != job.Queued || j.Kind != "exec" || j.MaxAttempts != job.DefaultMaxAttempts {
 		t.Fatalf("job: %+v", j)
 	}
 	p, err := job.ReadPrompt(e.where(id).Dir)

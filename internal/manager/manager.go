@@ -62,7 +62,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 3
+		c.MaxAttempts = job.DefaultMaxAttempts
 	}
 	if c.BackoffBase <= 0 {
 		c.BackoffBase = time.Second

@@ -62,23 +62,27 @@ const DefaultRefresh = 5 * time.Second
 
 // Record is the content of agents/<id>.json (and daemons/<name>.json).
 type Record struct {
-	Kind      string        `json:"kind"` // agent or daemon
-	ID        string        `json:"id"`   // agent id, or the daemon's name
-	PID       int           `json:"pid"`
-	Process   proc.Identity `json:"process"`
-	Actor     string        `json:"actor"`           // e.g. agentd/w1
-	Slots     int           `json:"slots,omitempty"` // agentd --concurrency
-	Version   string        `json:"version"`
-	StartedAt time.Time     `json:"started_at"`
-	LastSeen  time.Time     `json:"last_seen"`
-	StoppedAt *time.Time    `json:"stopped_at,omitempty"` // set by a clean exit
+	Kind    string        `json:"kind"` // agent or daemon
+	ID      string        `json:"id"`   // agent id, or the daemon's name
+	PID     int           `json:"pid"`
+	Process proc.Identity `json:"process"`
+	Actor   string        `json:"actor"`           // e.g. agentd/w1
+	Slots   int           `json:"slots,omitempty"` // agentd --concurrency
+	// MaxAttempts is managerd's --max-attempts: the limit of jobs whose
+	// max_attempts is 0 (farroctl ls and show print it as theirs).
+	MaxAttempts int        `json:"max_attempts,omitempty"`
+	Version     string     `json:"version"`
+	StartedAt   time.Time  `json:"started_at"`
+	LastSeen    time.Time  `json:"last_seen"`
+	StoppedAt   *time.Time `json:"stopped_at,omitempty"` // set by a clean exit
 }
 
 // Options describe the process that registers.
 type Options struct {
-	Actor   string
-	Slots   int
-	Version string
+	Actor       string
+	Slots       int
+	MaxAttempts int // managerd's --max-attempts
+	Version     string
 	// Refresh is the period of the last_seen rewrites (default
 	// DefaultRefresh; negative: never).
 	Refresh time.Duration
@@ -188,7 +192,7 @@ func acquire(dir, name, kind, what string, o Options) (*Holder, error) {
 	}
 	h := &Holder{
 		f: f, lockPath: lockPath, jsonPath: filepath.Join(dir, name+".json"),
-		rec: Record{Kind: kind, ID: name, PID: self.PID, Process: self, Actor: o.Actor, Slots: o.Slots,
+		rec: Record{Kind: kind, ID: name, PID: self.PID, Process: self, Actor: o.Actor, Slots: o.Slots, MaxAttempts: o.MaxAttempts,
 			Version: o.Version, StartedAt: now, LastSeen: now},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}

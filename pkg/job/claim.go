@@ -137,7 +137,9 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj.CorrelationID = id + "/" + fmt.Sprint(nj.Attempts) + "-" + randHex(3)
 	nj.ClaimToken = owner.Token
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
-	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
+	// job.json tells this attempt's outcome; earlier ones are in the
+	// job's history (events.jsonl), their errors in the failed events.
+	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.Error, nj.NotBefore = nil, nil, "", "", nil
 	fsq.CrashPoint("claim/write:before")
 	staged, err := s.sparePool(h.Agent).Stage(dst+"/"+JobFile, nj.Marshal())
 	if err == nil {

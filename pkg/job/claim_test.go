@@ -57,9 +57,15 @@ func TestClaim(t *testing.T) {
 		t.Fatalf("claim event = %+v", ev)
 	}
 
-	// A second attempt gets a new correlation id and attempts 2.
-	if err := c.Commit(job.Queued, "released", nil); err != nil {
+	// A second attempt gets a new correlation id and attempts 2, and
+	// job.json tells this attempt's outcome only: the first one's error
+	// and exit code stay in its history.
+	code := 3
+	if err := c.Commit(job.Queued, "released", func(j *job.Job) { j.Error, j.ExitCode = "exit status 3", &code }); err != nil {
 		t.Fatal(err)
+	}
+	if q := readJob(t, s.JobDir(job.Queued, "", "j1")); q.Error != "exit status 3" {
+		t.Fatalf("queued after attempt 1: error %q, want the attempt's", q.Error)
 	}
 	c2, err := s.Claim("j1", job.Holder{Actor: "agentd/w2", Agent: "w2"})
 	if err != nil {
@@ -69,8 +75,14 @@ func TestClaim(t *testing.T) {
 	if j2.Attempts != 2 || j2.CorrelationID == got.CorrelationID || !strings.HasPrefix(j2.CorrelationID, "j1/2-") {
 		t.Fatalf("second claim: attempts %d, correlation %q", j2.Attempts, j2.CorrelationID)
 	}
+	if j2.Error != "" || j2.ExitCode != nil {
+		t.Fatalf("second claim keeps the first attempt's outcome: error %q, exit code %v", j2.Error, j2.ExitCode)
+	}
 	if err := c2.Commit(job.Succeeded, "", nil); err != nil {
 		t.Fatal(err)
+	}
+	if done := readJob(t, s.JobDir(job.Succeeded, "", "j1")); done.Error != "" {
+		t.Fatalf("a succeeded job shows an earlier attempt's error %q", done.Error)
 	}
 }
 

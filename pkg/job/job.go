@@ -140,6 +140,10 @@ func ParseJob(data []byte) (*Job, error) {
 	return &j, nil
 }
 
+// DefaultMaxAttempts is managerd's --max-attempts when it is not set: the
+// limit of a job whose max_attempts is 0 while no managerd says otherwise.
+const DefaultMaxAttempts = 3
+
 // EffectiveMaxAttempts is the job's own limit, or def when it has none.
 func (j *Job) EffectiveMaxAttempts(def int) int {
 	if j.MaxAttempts > 0 {
