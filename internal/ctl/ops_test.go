@@ -2,6 +2,7 @@ package ctl_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -80,7 +82,7 @@ func TestTopSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := e.stdout.String()
-	for _, want := range []string{"farro top", "queued                2", "in-progress           1", "failed                1", "total                 4", "oldest queued:", "t1     r1", "noop"} {
+	for _, want := range []string{"farro top", "queued                2", "in-progress           1", "failed                1", "total                 4", "oldest queued:", "t1 (unregistered)  r1", "noop"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("snapshot lacks %q:\n%s", want, out)
 		}
@@ -103,6 +105,68 @@ func TestTopSnapshot(t *testing.T) {
 	}
 	if got := ctl.ExitCode(e.ctl("").Top(ctl.TopOptions{Interval: 1})); got != ctl.ExitUsage {
 		t.Errorf("--interval 1ns: exit %d, want 2", got)
+	}
+}
+
+// top shows agents from the registry: a live one even when idle, a gone
+// one only while it holds jobs (they wait for watchdogd), and the daemons'
+// states; an agent directory left behind by a gone agent is not "idle".
+func TestTopUsesTheRegistry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claim("held-by-t1") // in-progress/t1/, t1 registered below and gone
+	live, err := registry.AcquireAgent(e.s, "w1", registry.Options{Actor: "agentd/w1", Slots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Release()
+	for _, id := range []string{"t1", "w9"} {
+		gone, err := registry.AcquireAgent(e.s, id, registry.Options{Actor: "agentd/" + id, Slots: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gone.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(e.s.AgentDir("w9"), 0o755); err != nil { // left behind, empty
+		t.Fatal(err)
+	}
+	m, err := registry.AcquireDaemon(e.s, "managerd", registry.Options{Actor: "managerd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+
+	if err := e.ctl("").Top(ctl.TopOptions{JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var doc ctl.TopDoc
+	if err := json.Unmarshal(e.stdout.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range doc.Workers {
+		got[w.Agent] = fmt.Sprintf("%s/%d", w.State, len(w.Jobs))
+	}
+	want := map[string]string{"w1": "live/0", "t1": "gone/1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || doc.GoneIdle != 1 {
+		t.Fatalf("workers %v (gone idle %d), want %v and 1 (w9)", got, doc.GoneIdle, want)
+	}
+	if fmt.Sprint(doc.Daemons) != "[{managerd live} {watchdogd missing}]" {
+		t.Fatalf("daemons %v", doc.Daemons)
+	}
+	if err := e.ctl("").Top(ctl.TopOptions{Once: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := e.stdout.String()
+	for _, w := range []string{"WORKERS: 1 live agent(s), 1 job(s) running, 1 gone and idle", "DAEMONS: managerd live · watchdogd missing", "t1 (gone)", "w1  ", "(idle)"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("top lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "w9") {
+		t.Errorf("top lists the gone, empty w9:\n%s", out)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/internal/spoolview"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -37,10 +38,23 @@ type TopJob struct {
 	Problem       string     `json:"problem,omitempty"`
 }
 
-// TopWorker is one agent directory of in-progress/ and what it holds.
+// TopWorker is one agent and what it holds: every live agent of the
+// registry, and every agent directory of in-progress/ that holds jobs.
 type TopWorker struct {
-	Agent string   `json:"agent"`
+	Agent string `json:"agent"`
+	// State is the agent's registry state: "live" (its flock is held),
+	// "gone" (its process is not running: what it holds waits for
+	// watchdogd) or "unregistered" (no record: an agent of an older
+	// farro, or a directory made by hand).
+	State string   `json:"state"`
+	Slots int      `json:"slots,omitempty"`
 	Jobs  []TopJob `json:"jobs"`
+}
+
+// TopDaemon is managerd or watchdogd as top shows it.
+type TopDaemon struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // live, gone, or missing (never ran here)
 }
 
 // TopDoc is one snapshot of top (top --json prints it).
@@ -60,6 +74,10 @@ type TopDoc struct {
 	Throughput        *float64              `json:"throughput_per_second"`
 	ThroughputByState map[job.State]float64 `json:"throughput_by_state,omitempty"`
 	Workers           []TopWorker           `json:"workers"`
+	// GoneIdle counts agents of the registry that are gone and hold
+	// nothing (listed by farroctl agents, not here).
+	GoneIdle int         `json:"gone_idle_agents"`
+	Daemons  []TopDaemon `json:"daemons"`
 }
 
 // Top shows the queue: counts per state, the oldest queued job,
@@ -253,16 +271,34 @@ func topDoc(s *job.Spool, snap spoolview.Snapshot, rate *rateWindow) TopDoc {
 			d.Throughput, d.ThroughputByState = &total, by
 		}
 	}
+	// The registry says who is alive; in-progress/ says who holds what.
+	reg, _ := registry.List(s) // unreadable: every agent shows as unregistered
+	known := map[string]registry.Entry{}
+	for _, e := range reg.Agents {
+		known[e.ID] = e
+	}
 	byAgent := map[string]*TopWorker{}
-	for a := range snap.Agents {
-		byAgent[a] = &TopWorker{Agent: a, Jobs: []TopJob{}}
+	worker := func(a string) *TopWorker {
+		if w := byAgent[a]; w != nil {
+			return w
+		}
+		w := &TopWorker{Agent: a, State: "unregistered", Jobs: []TopJob{}}
+		if e, ok := known[a]; ok {
+			w.State, w.Slots = "gone", e.Slots
+			if e.Live {
+				w.State = "live"
+			}
+		}
+		byAgent[a] = w
+		return w
+	}
+	for _, e := range reg.Agents {
+		if e.Live {
+			worker(e.ID)
+		}
 	}
 	for _, r := range snap.Running {
-		w := byAgent[r.Agent]
-		if w == nil {
-			w = &TopWorker{Agent: r.Agent}
-			byAgent[r.Agent] = w
-		}
+		w := worker(r.Agent)
 		tj := TopJob{ID: r.ID}
 		if j, err := job.ReadJob(s.JobDir(job.InProgress, r.Agent, r.ID)); err == nil {
 			tj.Kind, tj.Attempt, tj.MaxAttempts = j.Kind, j.Attempts, j.MaxAttempts
@@ -271,6 +307,23 @@ func topDoc(s *job.Spool, snap spoolview.Snapshot, rate *rateWindow) TopDoc {
 			tj.Problem = oneLine(err.Error())
 		}
 		w.Jobs = append(w.Jobs, tj)
+	}
+	for _, e := range reg.Agents {
+		if _, shown := byAgent[e.ID]; !shown && !e.Live {
+			d.GoneIdle++
+		}
+	}
+	for _, name := range []string{"managerd", "watchdogd"} {
+		td := TopDaemon{Name: name, State: "missing"}
+		for _, e := range reg.Daemons {
+			if e.ID == name {
+				td.State = "gone"
+				if e.Live {
+					td.State = "live"
+				}
+			}
+		}
+		d.Daemons = append(d.Daemons, td)
 	}
 	for _, w := range byAgent {
 		sort.Slice(w.Jobs, func(i, j int) bool { return w.Jobs[i].ID < w.Jobs[j].ID })
@@ -314,16 +367,35 @@ func renderTop(d TopDoc, header string, width int) []string {
 	for _, w := range d.Workers {
 		running += len(w.Jobs)
 	}
-	fmt.Fprintf(&b, "WORKERS: %d agent(s), %d job(s) running\n", len(d.Workers), running)
+	live := 0
+	for _, w := range d.Workers {
+		if w.State == "live" {
+			live++
+		}
+	}
+	var ds []string
+	for _, dm := range d.Daemons {
+		ds = append(ds, dm.Name+" "+dm.State)
+	}
+	fmt.Fprintf(&b, "DAEMONS: %s\n", strings.Join(ds, " · "))
+	fmt.Fprintf(&b, "WORKERS: %d live agent(s), %d job(s) running", live, running)
+	if d.GoneIdle > 0 {
+		fmt.Fprintf(&b, ", %d gone and idle", d.GoneIdle)
+	}
+	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGENT\tJOB\tKIND\tATTEMPT\tRUNNING\tHEARTBEAT")
 	for _, w := range d.Workers {
+		name := w.Agent
+		if w.State != "live" {
+			name += " (" + w.State + ")"
+		}
 		if len(w.Jobs) == 0 {
-			fmt.Fprintf(tw, "%s\t(idle)\t\t\t\t\n", w.Agent)
+			fmt.Fprintf(tw, "%s\t(idle)\t\t\t\t\n", name)
 		}
 		for _, j := range w.Jobs {
 			if j.Problem != "" {
-				fmt.Fprintf(tw, "%s\t%s\t!\t\t\t%s\n", w.Agent, j.ID, truncate(j.Problem, 50))
+				fmt.Fprintf(tw, "%s\t%s\t!\t\t\t%s\n", name, j.ID, truncate(j.Problem, 50))
 				continue
 			}
 			att := fmt.Sprint(j.Attempt)
@@ -337,7 +409,7 @@ func renderTop(d TopDoc, header string, width int) []string {
 			if j.LastHeartbeat != nil {
 				hb = fmtAge(d.At.Sub(*j.LastHeartbeat)) + " ago"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.Agent, j.ID, dash(j.Kind), att, run, hb)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, j.ID, dash(j.Kind), att, run, hb)
 		}
 	}
 	tw.Flush()

@@ -452,7 +452,8 @@ func topInPty(t *testing.T, spool string, st ctl.Stats) {
 		fmt.Sprintf("%-12s %10d", "held", st.States[job.Held]),
 		"oldest queued: -",
 		"throughput (last 1m): 0.0 jobs/s",
-		"WORKERS: 2 agent(s), 0 job(s) running",
+		"DAEMONS: managerd live · watchdogd live",
+		"WORKERS: 1 live agent(s), 0 job(s) running, 1 gone and idle", // w0 was SIGKILLed
 		"w1     (idle)",
 	}
 	deadline := time.Now().Add(10 * time.Second)
