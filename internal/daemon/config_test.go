@@ -160,7 +160,7 @@ func TestUnknownEnv(t *testing.T) {
 	got := UnknownEnv([]string{
 		"PATH=/bin", "FARRO_SPOOL=/s", "FARRO_CONCURENCY=4", "FARRO_CONCURENCY=5", "farro_spool=x",
 		"FARRO_JOB_ID=j1", "FARRO_CLAIM_TOKEN=t", "FARRO_HEARTBEET=2s", "FARRO_XYZZY=1", "FARRO_=1",
-		"FARRO_INTERVAL=1s", "FARRO_LOGLEVEL=debug", "FARROX=1",
+		"FARRO_INTERVAL=1s", "FARRO_LOGLEVEL=debug", "FARROX=1", "FARRO_PIPELINE_ARGS=--max-sources 5",
 	})
 	want := []UnknownVar{
 		{"FARRO_CONCURENCY", "FARRO_CONCURRENCY"},

@@ -40,10 +40,12 @@ var FlagEnv = map[string][]string{
 
 // OtherEnv lists the FARRO_* names that are farro's without setting a
 // flag: the environment agentd gives a job's handler (inherited by what
-// the handler starts, a daemon included), and the crash-test hooks of
-// pkg/fsq (read by binaries built with the crashpoints tag).
+// the handler starts, a daemon included), farro-pipeline.service's
+// command line (deploy/systemd), and the crash-test hooks of pkg/fsq
+// (read by binaries built with the crashpoints tag).
 var OtherEnv = []string{
 	"FARRO_JOB_ID", "FARRO_JOB_DIR", "FARRO_ATTEMPT", "FARRO_CORRELATION_ID", "FARRO_CLAIM_TOKEN",
+	"FARRO_PIPELINE_ARGS",
 	"FARRO_CRASH_POINT", "FARRO_CRASH_SKIP", "FARRO_CRASH_MARK", "FARRO_CRASH_TRACE", "FARRO_DROP_EVENTS",
 }
 
