@@ -153,7 +153,7 @@ func Ref(c *cli.Context, name string) string {
 // the variable's own text when the value came from the environment.
 func RefValue(c *cli.Context, name, value string) string {
 	if env, ok := fromEnv(c, name); ok {
-		return env + "=" + strconv.Quote(os.Getenv(env))
+		return env + "=" + strconv.Quote(clip(os.Getenv(env)))
 	}
 	return "--" + name + " " + value
 }
@@ -285,8 +285,18 @@ func usageError(app *cli.App, err error) error {
 	return Configf("%s", strings.ReplaceAll(msg, "\n", " "))
 }
 
-// quoteRaw re-quotes a value that urfave/cli or flag quoted with %q.
-func quoteRaw(quoted string) string { return `"` + quoted + `"` }
+// quoteRaw re-quotes a value that urfave/cli or flag quoted with %q
+// (so a newline in it stays \n: the error stays one line), clipped.
+func quoteRaw(quoted string) string { return `"` + clip(quoted) + `"` }
+
+// clip shortens a value quoted in an error to 100 bytes: a hostile or
+// mistaken megabyte of environment is not worth a megabyte of journal.
+func clip(s string) string {
+	if len(s) <= 100 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:100], "") + "..."
+}
 
 // expected says what a flag's value must look like.
 func expected(f cli.Flag, raw string) string {

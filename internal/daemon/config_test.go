@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -143,7 +145,7 @@ func slicesContain(s []string, v string) bool {
 	return false
 }
 
-// Exit's line is one line whatever the error says.
+// A ConfigError is exit status 152, wrapped or not.
 func TestConfigErrorExitCode(t *testing.T) {
 	t.Parallel()
 	err := Configf("bad %s", "x")
@@ -299,5 +301,35 @@ func TestOpenSpool(t *testing.T) {
 	}
 	if err := CheckSpool(dir); err != nil {
 		t.Errorf("CheckSpool of a spool: %v", err)
+	}
+}
+
+// Exit prints an error as one line, "NAME: error", whatever the error
+// says, and exits with its status: run in a child process of the test.
+func TestExitPrintsOneLine(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("DAEMON_TEST_EXIT_CHILD") == "1" {
+		Exit("testd", Configf("two\nlines"))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExitPrintsOneLine$")
+	cmd.Env = append(os.Environ(), "DAEMON_TEST_EXIT_CHILD=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != ExitConfig || stderr.String() != "testd: configuration error: two lines\n" || stdout.String() != "" {
+		t.Errorf("exit %d, stderr %q, stdout %q", code, stderr.String(), stdout.String())
+	}
+}
+
+// A long value is clipped in the error line, which stays one line.
+func TestLongValueIsClipped(t *testing.T) {
+	clearTestEnv(t)
+	t.Setenv("FARRO_TEST_EVERY", strings.Repeat("x", 1<<20)+"\n")
+	ran := false
+	app, _, _ := configApp(t, &ran)
+	err := Run(app, []string{"testd", "--id", "w1"})
+	if ExitCode(err) != ExitConfig || len(err.Error()) > 300 || strings.Contains(err.Error(), "\n") || ran {
+		t.Errorf("%d bytes: %.200q", len(err.Error()), err)
 	}
 }
