@@ -211,6 +211,9 @@ done
 ! grep -q '^FARRO_EXEC=' "$data/etc/farro/farro.env" || die "farro.env sets FARRO_EXEC by default"
 grep -q '^#FARRO_EXEC=' "$data/etc/farro/farro.env" || die "farro.env does not document FARRO_EXEC"
 grep -q '^RestartPreventExitStatus=.*\b151\b' "$data/lib/systemd/system/agentd@.service" || die "agentd@.service restarts on exit 151 (handler unusable)"
+for u in agentd@ managerd watchdogd; do
+	grep -q '^RestartPreventExitStatus=.*\b152\b' "$data/lib/systemd/system/$u.service" || die "$u.service restarts on exit 152 (configuration error)"
+done
 grep -q '^u *farro ' "$data/usr/lib/sysusers.d/farro.conf" || die "sysusers.d entry has no farro user"
 grep -q '^d */var/spool/farro *0750 *farro *farro' "$data/usr/lib/tmpfiles.d/farro.conf" || die "tmpfiles.d entry does not make the spool"
 say "contents: programs run ($version), man pages, completions, config fine"

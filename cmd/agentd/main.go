@@ -16,30 +16,34 @@ import (
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/internal/registry"
-	"github.com/farro-dev/farro/pkg/job"
 )
 
 func main() {
 	app := daemon.App("agentd", "farro worker daemon: claims and runs jobs", []cli.Flag{
 		&cli.StringFlag{Name: "id", EnvVars: []string{"FARRO_AGENT_ID"}, Required: true, Usage: "agent id (names in-progress/<id>/)"},
 		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces). Checked at start: missing or not executable exits with status 151. Unset: exec jobs are left queued, the built-in kinds run"},
-		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots"},
+		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots (at least 1)"},
 		&cli.DurationFlag{Name: "timeout", Value: time.Hour, EnvVars: []string{"FARRO_TIMEOUT"}, Usage: "per-job timeout (0: none); kills the handler's process group"},
-		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval"},
-		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"FARRO_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, time running jobs get to finish before they are released"},
-		&cli.DurationFlag{Name: "kill-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_KILL_GRACE"}, Usage: "SIGTERM to SIGKILL delay when a handler is stopped"},
-		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup)"},
+		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval (positive)"},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"FARRO_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, time running jobs get to finish before they are released (positive)"},
+		&cli.DurationFlag{Name: "kill-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_KILL_GRACE"}, Usage: "SIGTERM to SIGKILL delay when a handler is stopped (positive)"},
+		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 	}, run)
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
 	args, handlerArgs := splitExec(os.Args)
-	app.Metadata = map[string]any{"exec-args": handlerArgs}
+	app.Metadata["exec-args"] = handlerArgs
+	daemon.SetValidator(app, validate)
 	daemon.Exit("agentd", daemon.Run(app, args))
 }
 
 func run(c *cli.Context) error {
+	command := handlerCommand(c)
+	if daemon.CheckOnly(c) {
+		return checkOnly(c, command)
+	}
 	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
-	spool, err := job.Open(c.String("spool"), job.Existing())
+	spool, err := daemon.OpenSpool(c.String("spool"))
 	if err != nil {
 		return err
 	}
@@ -51,15 +55,11 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer reg.Release()
-	var command []string
 	if handlerArgs, _ := c.App.Metadata["exec-args"].([]string); len(handlerArgs) > 0 {
-		command = handlerArgs
 		for _, a := range agentFlagsIn(c.App.Flags, handlerArgs[1:]) {
 			log.Warn().Str("argument", a).Strs("exec", handlerArgs).
 				Msg("a handler argument looks like an agentd flag: everything after --exec CMD goes to the handler; put agentd's flags before --exec")
 		}
-	} else if e := c.String("exec"); e != "" {
-		command = strings.Fields(e)
 	}
 	fetcher := fetch.NewHandler(spool, nil)
 	handlers := map[string]agent.Handler{

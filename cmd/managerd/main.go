@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/internal/registry"
-	"github.com/farro-dev/farro/pkg/job"
 )
 
 func main() {
@@ -35,12 +33,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "backoff-max", Value: 5 * time.Minute, EnvVars: []string{"FARRO_BACKOFF_MAX"}, Usage: "largest retry backoff cap"},
 		&cli.DurationFlag{Name: "retention", Value: 0, EnvVars: []string{"FARRO_RETENTION"}, Usage: "remove succeeded and killed jobs finished longer ago than this (0: keep forever)"},
 		&cli.DurationFlag{Name: "tmp-max-age", Value: time.Hour, EnvVars: []string{"FARRO_TMP_MAX_AGE"}, Usage: "remove tmp/ leftovers older than this"},
-		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period (fsnotify backup)"},
+		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period (fsnotify backup; positive)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 		daemon.MetricsRescanFlag,
 		&cli.BoolFlag{Name: "frontier", Value: true, EnvVars: []string{"FARRO_FRONTIER"}, Usage: "run the crawl frontier (--frontier=false: leave crawls to another managerd)"},
 	}, func(c *cli.Context) error { return run(c, stdout) })
 	app.Writer, app.ErrWriter = stdout, stderr
+	daemon.SetValidator(app, validate)
 	return app
 }
 
@@ -51,13 +50,18 @@ func run(c *cli.Context, stdout io.Writer) error {
 		Retention: c.Duration("retention"), TmpMaxAge: c.Duration("tmp-max-age"),
 		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
 	}
-	if err := validate(cfg); err != nil {
-		return err
+	if daemon.CheckOnly(c) {
+		if err := daemon.CheckSpool(c.String("spool")); err != nil {
+			return err
+		}
+		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, manager.Actor, c.String("log-level"))
-	spool, err := job.Open(c.String("spool"), job.Existing())
+	spool, err := daemon.OpenSpool(c.String("spool"))
 	if err != nil {
-		log.Error().Err(err).Msg("cannot open spool")
+		if !daemon.IsConfigError(err) { // a configuration error is one line on stderr only
+			log.Error().Err(err).Msg("cannot open spool")
+		}
 		return err
 	}
 	// One managerd per spool: refused (exit registry.ExitAlreadyRunning)
@@ -99,20 +103,27 @@ func run(c *cli.Context, stdout io.Writer) error {
 	})
 }
 
-func validate(cfg manager.Config) error {
-	switch {
-	case cfg.MaxAttempts < 1:
-		return errors.New("--max-attempts must be at least 1")
-	case cfg.BackoffBase <= 0:
-		return errors.New("--backoff-base must be positive")
-	case cfg.BackoffMax < cfg.BackoffBase:
-		return errors.New("--backoff-max must not be below --backoff-base")
-	case cfg.Retention < 0:
-		return errors.New("--retention must not be negative")
-	case cfg.TmpMaxAge <= 0:
-		return errors.New("--tmp-max-age must be positive")
-	case cfg.Rescan <= 0:
-		return errors.New("--rescan must be positive")
+// validate is managerd's configuration check (daemon.SetValidator):
+// at least one attempt, a positive backoff base no larger than the
+// backoff maximum, a retention that is not negative (0: keep forever),
+// and a positive tmp/ age, rescan period and metrics relisting period.
+func validate(c *cli.Context) error {
+	if err := daemon.First(
+		daemon.AtLeast(c, "max-attempts", 1),
+		daemon.Positive(c, "backoff-base"),
+		daemon.Positive(c, "backoff-max"),
+	); err != nil {
+		return err
 	}
-	return nil
+	if c.Duration("backoff-max") < c.Duration("backoff-base") {
+		return daemon.Configf("%s must not be below %s",
+			daemon.RefValue(c, "backoff-max", c.Duration("backoff-max").String()),
+			daemon.RefValue(c, "backoff-base", c.Duration("backoff-base").String()))
+	}
+	return daemon.First(
+		daemon.NotNegative(c, "retention"),
+		daemon.Positive(c, "tmp-max-age"),
+		daemon.Positive(c, "rescan"),
+		daemon.Positive(c, daemon.MetricsRescanFlag.Name),
+	)
 }

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/internal/watchdog"
-	"github.com/farro-dev/farro/pkg/job"
 )
 
 func main() {
@@ -31,10 +29,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "interval", Value: 500 * time.Millisecond, EnvVars: []string{"FARRO_INTERVAL"}, Usage: "period of the lock checks"},
 		&cli.DurationFlag{Name: "crash-threshold", Value: 30 * time.Second, EnvVars: []string{"FARRO_CRASH_THRESHOLD"}, Usage: "a running job whose heartbeat is older than this is taken from its (silent) owner"},
 		&cli.DurationFlag{Name: "lock-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_LOCK_GRACE"}, Usage: "age at which a lock without owner file, or a running job without lock, is recovered"},
-		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup)"},
+		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 	}, func(c *cli.Context) error { return run(c, stdout) })
 	app.Writer, app.ErrWriter = stdout, stderr
+	daemon.SetValidator(app, validate)
 	return app
 }
 
@@ -43,13 +42,18 @@ func run(c *cli.Context, stdout io.Writer) error {
 		Interval: c.Duration("interval"), CrashThreshold: c.Duration("crash-threshold"),
 		LockGrace: c.Duration("lock-grace"), Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
 	}
-	if err := validate(cfg); err != nil {
-		return err
+	if daemon.CheckOnly(c) {
+		if err := daemon.CheckSpool(c.String("spool")); err != nil {
+			return err
+		}
+		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, watchdog.Actor, c.String("log-level"))
-	spool, err := job.Open(c.String("spool"), job.Existing())
+	spool, err := daemon.OpenSpool(c.String("spool"))
 	if err != nil {
-		log.Error().Err(err).Msg("cannot open spool")
+		if !daemon.IsConfigError(err) { // a configuration error is one line on stderr only
+			log.Error().Err(err).Msg("cannot open spool")
+		}
 		return err
 	}
 	// One watchdogd per spool: refused (exit registry.ExitAlreadyRunning)
@@ -70,16 +74,13 @@ func run(c *cli.Context, stdout io.Writer) error {
 	})
 }
 
-func validate(cfg watchdog.Config) error {
-	switch {
-	case cfg.Interval <= 0:
-		return errors.New("--interval must be positive")
-	case cfg.CrashThreshold <= 0:
-		return errors.New("--crash-threshold must be positive")
-	case cfg.LockGrace <= 0:
-		return errors.New("--lock-grace must be positive")
-	case cfg.Rescan <= 0:
-		return errors.New("--rescan must be positive")
-	}
-	return nil
+// validate is watchdogd's configuration check (daemon.SetValidator):
+// every period and threshold must be positive.
+func validate(c *cli.Context) error {
+	return daemon.First(
+		daemon.Positive(c, "interval"),
+		daemon.Positive(c, "crash-threshold"),
+		daemon.Positive(c, "lock-grace"),
+		daemon.Positive(c, "rescan"),
+	)
 }

@@ -120,18 +120,32 @@ var LogLevelFlag = &cli.StringFlag{
 // (--spool, --log-level, --metrics-addr, --metrics-allow-remote) followed
 // by flags, and action run as the default command. With --metrics-addr the
 // metrics endpoint is up before action runs and closed after it returns.
+//
+// Configuration mistakes are refused before anything starts, each as one
+// *ConfigError (exit ExitConfig, one line on stderr, nothing on stdout):
+// a value that does not parse, an unknown flag, a missing required flag
+// (urfave/cli's own refusals would print the whole help on stdout, the
+// log stream), a --log-level not in LogLevels, a metrics address that
+// CheckAddr refuses, and what the daemon's Validator (SetValidator)
+// refuses. Unknown FARRO_* variables are logged at warn level, one line
+// each. With --check-config (CheckOnly) the action checks and returns.
 func App(name, usage string, flags []cli.Flag, action cli.ActionFunc) *cli.App {
-	return &cli.App{
+	all := append([]cli.Flag{SpoolFlag, LogLevelFlag, MetricsAddrFlag, MetricsAllowRemoteFlag}, flags...)
+	all = append(all, CheckConfigFlag)
+	app := &cli.App{
 		Name: name, Usage: usage, Version: Version,
-		Flags:                append([]cli.Flag{SpoolFlag, LogLevelFlag, MetricsAddrFlag, MetricsAllowRemoteFlag}, flags...),
+		Flags:                all,
 		Action:               action,
-		Before:               startMetrics(name),
+		Before:               before(name),
 		After:                stopMetrics,
 		HideHelpCommand:      true,
 		EnableBashCompletion: true,
+		Metadata:             map[string]any{requiredKey: stripRequired(all)},
 		// Exit codes are decided by Exit, not by urfave/cli.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	app.OnUsageError = func(c *cli.Context, err error, _ bool) error { return usageError(c.App, err) }
+	return app
 }
 
 // ExitCode is the exit status for err: 0 for nil, the error's own
@@ -152,7 +166,7 @@ func ExitCode(err error) int {
 // stderr, and the status ExitCode(err).
 func Exit(name string, err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
+		fmt.Fprintln(os.Stderr, name+": "+strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	os.Exit(ExitCode(err))
 }

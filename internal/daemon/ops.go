@@ -62,11 +62,7 @@ func startMetrics(name string) cli.BeforeFunc {
 		if id := c.String("id"); id != "" {
 			actor += "/" + id
 		}
-		w := c.App.Writer
-		if w == nil {
-			w = os.Stdout
-		}
-		log := logx.New(w, actor, c.String(LogLevelFlag.Name))
+		log := logx.New(writer(c.App), actor, c.String(LogLevelFlag.Name))
 		log.Info().Str("addr", srv.Addr()).Msg("metrics endpoint listening on http://" + srv.Addr() + "/metrics")
 		return nil
 	}
@@ -102,7 +98,19 @@ func Run(app *cli.App, args []string) error {
 			return WriteMan(out, app)
 		}
 	}
+	if app.Metadata == nil {
+		app.Metadata = map[string]any{}
+	}
+	app.Metadata[argsKey] = args
 	return app.Run(args)
+}
+
+// writer is app's standard output: its Writer, else os.Stdout.
+func writer(app *cli.App) io.Writer {
+	if app.Writer != nil {
+		return app.Writer
+	}
+	return os.Stdout
 }
 
 // WriteMan prints app's man page (section 1), generated from its

@@ -118,6 +118,17 @@ func IsSpool(root string) (bool, error) {
 	return ok, err
 }
 
+// CheckExisting reports, reading only, whether Open with Existing would
+// accept root: a spool, or an empty directory that it would lay out.
+// (A daemon's --check-config.)
+func CheckExisting(root string) error {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", root, err)
+	}
+	return checkExisting(abs)
+}
+
 // checkExisting applies Existing to the absolute root.
 func checkExisting(root string) error {
 	hint := fmt.Sprintf("check --spool or FARRO_SPOOL, or create one with `farroctl init %s`", root)
@@ -152,7 +163,10 @@ func checkExisting(root string) error {
 		// out: by another daemon starting at the same moment, or by an
 		// init that was cut short (Open makes incoming/, the mark of a
 		// spool, last).
-		if e.IsDir() && slices.Contains(layout, name) {
+		if e.IsDir() && slices.ContainsFunc(layout, func(d string) bool {
+			top, _, _ := strings.Cut(d, "/") // completed/ of completed/succeeded
+			return top == name
+		}) {
 			continue
 		}
 		return fmt.Errorf("spool %s: %w: it has no incoming/ but holds other things, such as %q (%s)", root, ErrNotSpool, name, hint)
