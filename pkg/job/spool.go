@@ -163,10 +163,7 @@ func checkExisting(root string) error {
 		// out: by another daemon starting at the same moment, or by an
 		// init that was cut short (Open makes incoming/, the mark of a
 		// spool, last).
-		if e.IsDir() && slices.ContainsFunc(layout, func(d string) bool {
-			top, _, _ := strings.Cut(d, "/") // completed/ of completed/succeeded
-			return top == name
-		}) {
+		if e.IsDir() && slices.Contains(layout, name) {
 			continue
 		}
 		return fmt.Errorf("spool %s: %w: it has no incoming/ but holds other things, such as %q (%s)", root, ErrNotSpool, name, hint)
