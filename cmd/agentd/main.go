@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ func main() {
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"FARRO_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, time running jobs get to finish before they are released"},
 		&cli.DurationFlag{Name: "kill-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_KILL_GRACE"}, Usage: "SIGTERM to SIGKILL delay when a handler is stopped"},
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup)"},
+		&cli.StringFlag{Name: "output-max", Value: "16MiB", EnvVars: []string{"FARRO_OUTPUT_MAX"}, Usage: "bytes of output (stdout and stderr together) an exec job's attempt keeps in stdout.<N>.log/stderr.<N>.log, e.g. 64KiB, 16MiB, 1GiB; the rest is read, dropped and counted in a note line (0: no limit)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 	}, run)
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
@@ -39,6 +41,10 @@ func main() {
 
 func run(c *cli.Context) error {
 	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
+	outputMax, err := agent.ParseSize(c.String("output-max"))
+	if err != nil {
+		return fmt.Errorf("--output-max: %w", err)
+	}
 	spool, err := job.Open(c.String("spool"), job.Existing())
 	if err != nil {
 		return err
@@ -74,7 +80,7 @@ func run(c *cli.Context) error {
 		// Checked by agent.New: a missing or non-executable program is
 		// refused (exit agent.ExitHandlerUnusable) rather than failing
 		// every exec job.
-		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")}
+		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
 	} else {
 		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check); exec jobs are left queued")
 	}

@@ -137,7 +137,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj.CorrelationID = id + "/" + fmt.Sprint(nj.Attempts) + "-" + randHex(3)
 	nj.ClaimToken = owner.Token
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
-	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore = nil, nil, "", nil
+	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.NotBefore, nj.OutputDropped = nil, nil, "", nil, 0
 	fsq.CrashPoint("claim/write:before")
 	staged, err := s.sparePool(h.Agent).Stage(dst+"/"+JobFile, nj.Marshal())
 	if err == nil {
