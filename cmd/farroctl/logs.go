@@ -19,10 +19,10 @@ default, each under a "==> stdout, attempt N <==" label; --stdout or --stderr pr
 one stream as it is. An attempt without output is a one-line error, exit 1.`,
 		OnUsageError: usageErr,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "attempt", Usage: "print attempt `N` (from 1) instead of the latest"},
+			&cli.IntFlag{Name: "attempt", Usage: "print attempt `N` (from 1) instead of the latest", DefaultText: "the latest"},
 			&cli.BoolFlag{Name: "stdout", Usage: "print stdout only, unlabelled"},
 			&cli.BoolFlag{Name: "stderr", Usage: "print stderr only, unlabelled"},
-			&cli.BoolFlag{Name: "both", Usage: "print both streams, labelled (the default)"},
+			&cli.BoolFlag{Name: "both", Usage: "print both streams, each labelled: what logs does without --stdout or --stderr"},
 		},
 		Action: func(cc *cli.Context) error {
 			if cc.IsSet("attempt") && cc.Int("attempt") < 1 {
