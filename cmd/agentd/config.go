@@ -14,7 +14,7 @@ import (
 // before it starts and by --check-config: a valid agent id, at least one
 // worker slot, a per-job timeout that is not negative (0: none), and a
 // positive heartbeat, drain timeout, kill grace and rescan period (0 has
-// no meaning for those).
+// no meaning for those), and an --output-max that is a size.
 func validate(c *cli.Context) error {
 	if err := job.ValidateID(c.String("id")); err != nil {
 		return daemon.Configf("%s: %v", daemon.RefValue(c, "id", `"`+c.String("id")+`"`), err)
@@ -26,7 +26,17 @@ func validate(c *cli.Context) error {
 		daemon.Positive(c, "drain-timeout"),
 		daemon.Positive(c, "kill-grace"),
 		daemon.Positive(c, "rescan"),
+		outputMax(c),
 	)
+}
+
+// outputMax checks --output-max: a size such as 64KiB, 16MiB or 1GiB
+// (0: no limit).
+func outputMax(c *cli.Context) error {
+	if _, err := agent.ParseSize(c.String("output-max")); err != nil {
+		return daemon.Configf("%s: %v", daemon.RefValue(c, "output-max", `"`+c.String("output-max")+`"`), err)
+	}
+	return nil
 }
 
 // handlerCommand is the exec handler's command line: what follows --exec

@@ -28,6 +28,7 @@ func main() {
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"FARRO_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, time running jobs get to finish before they are released (positive)"},
 		&cli.DurationFlag{Name: "kill-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_KILL_GRACE"}, Usage: "SIGTERM to SIGKILL delay when a handler is stopped (positive)"},
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
+		&cli.StringFlag{Name: "output-max", Value: "16MiB", EnvVars: []string{"FARRO_OUTPUT_MAX"}, Usage: "bytes of output (stdout and stderr together) an exec job's attempt keeps in stdout.<N>.log/stderr.<N>.log, e.g. 64KiB, 16MiB, 1GiB; the rest is read, dropped and counted in a note line (0: no limit)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 	}, run)
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
@@ -43,6 +44,7 @@ func run(c *cli.Context) error {
 		return checkOnly(c, command)
 	}
 	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
+	outputMax, _ := agent.ParseSize(c.String("output-max")) // checked by validate
 	spool, err := daemon.OpenSpool(c.String("spool"))
 	if err != nil {
 		return err
@@ -74,7 +76,7 @@ func run(c *cli.Context) error {
 		// Checked by agent.New: a missing or non-executable program is
 		// refused (exit agent.ExitHandlerUnusable) rather than failing
 		// every exec job.
-		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace")}
+		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
 	} else {
 		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check); exec jobs are left queued")
 	}

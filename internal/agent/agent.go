@@ -448,6 +448,10 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 		to, reason = job.Failed, firstLine(res.Err.Error(), 200)
 		mutate = func(j *job.Job) { j.ExitCode, j.Error = res.ExitCode, res.Err.Error() }
 	}
+	if res.OutputDropped > 0 {
+		inner := mutate
+		mutate = func(j *job.Job) { inner(j); j.OutputDropped = res.OutputDropped }
+	}
 	commitStart := time.Now()
 	// A commit that fails is rolled forward, never walked away from: the
 	// lock is still ours, so nobody else would finish it. Commit resumes

@@ -175,7 +175,7 @@ func TestExecCapturesOutputAndEnv(t *testing.T) {
 	f := setup(t, Config{Handlers: map[string]Handler{"exec": &Exec{Command: []string{"/bin/sh", "-c", script}}}})
 	f.submit(t, "e1", "exec", 0)
 	j := f.waitState(t, "e1", job.Succeeded)
-	out, err := os.ReadFile(filepath.Join(f.spool.JobDir(job.Succeeded, "", "e1"), job.StdoutFile))
+	out, err := os.ReadFile(filepath.Join(f.spool.JobDir(job.Succeeded, "", "e1"), job.OutputFile(job.Stdout, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ func (t Task) Fenced() error {
 type Result struct {
 	Err      error
 	ExitCode *int
+	// OutputDropped counts the bytes of output dropped past the cap
+	// (Exec.OutputMax); recorded as job.json's output_dropped.
+	OutputDropped int64
 }
 
 // Handler runs one kind of job. It must return promptly once ctx is done.
@@ -76,7 +79,11 @@ type Checker interface {
 // Exec runs a fixed command for each job (never a shell built from job
 // data): prompt.json on stdin, FARRO_JOB_ID, FARRO_JOB_DIR, FARRO_ATTEMPT
 // and FARRO_CORRELATION_ID in the environment, stdout and stderr captured
-// into the job directory. Exit 0 means succeeded. When ctx ends (timeout,
+// into the job directory, one pair of files per attempt
+// (stdout.<N>.log, stderr.<N>.log: earlier attempts' output is kept), at
+// most OutputMax bytes of the two together (0: no limit; past it the rest
+// is read and dropped, and a note line says how much). Exit 0 means
+// succeeded. When ctx ends (timeout,
 // cancel, drain) the whole process group gets SIGTERM, then SIGKILL after
 // KillGrace.
 //
@@ -86,6 +93,7 @@ type Checker interface {
 type Exec struct {
 	Command   []string
 	KillGrace time.Duration
+	OutputMax int64 // bytes per attempt, stdout and stderr together; 0: no limit
 }
 
 // stderrTail bounds the error text kept in job.json.
@@ -98,17 +106,12 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 		return Result{Err: fmt.Errorf("cannot start the handler: %w", err)}
 	}
 	dir, j := t.Env.Runtime.Dir, t.Env.Lifecycle
-	stdout, err := os.OpenFile(filepath.Join(dir, job.StdoutFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	out, err := openOutput(dir, j.Attempts, e.OutputMax)
 	if err != nil {
-		return Result{Err: fmt.Errorf("capture stdout: %w", err)}
+		return Result{Err: err}
 	}
-	defer stdout.Close()
-	stderrPath := filepath.Join(dir, job.StderrFile)
-	stderr, err := os.OpenFile(stderrPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return Result{Err: fmt.Errorf("capture stderr: %w", err)}
-	}
-	defer stderr.Close()
+	defer out.close()
+	stderr := out.files[1]
 	prompt, err := os.Open(filepath.Join(dir, job.PromptFile))
 	if err != nil {
 		return Result{Err: fmt.Errorf("prompt: %w", err)}
@@ -118,7 +121,7 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 	cmd := exec.Command(path, e.Command[1:]...)
 	cmd.Args[0] = e.Command[0] // the name as configured, for the handler's argv[0]
 	cmd.Dir = dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = prompt, stdout, stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = prompt, out.stdout(), out.stderr()
 	cmd.Env = append(os.Environ(),
 		job.EnvJobID+"="+j.ID,
 		job.EnvJobDir+"="+dir,
@@ -130,7 +133,9 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 	// and killed with agentd, so a handler never outlives the agent that
 	// holds its job (recovery would otherwise run it twice at once).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	out.started(err == nil)
+	if err != nil {
 		if notStartable(err) {
 			// The program could not be started at all: not the job's fault.
 			return Result{Err: fmt.Errorf("%w: start %s: %w", ErrHandlerUnusable, e.Command[0], err)}
@@ -162,10 +167,9 @@ func (e *Exec) Run(ctx context.Context, t Task) Result {
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // stragglers in the group
 	}
-	_ = stdout.Sync()
-	_ = stderr.Sync()
+	dropped := out.finish()
 	code := cmd.ProcessState.ExitCode()
-	res := Result{ExitCode: &code}
+	res := Result{ExitCode: &code, OutputDropped: dropped}
 	if werr != nil || code != 0 {
 		msg := werr
 		if msg == nil {

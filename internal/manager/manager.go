@@ -103,6 +103,8 @@ type Manager struct {
 	schemaSeen map[string]bool      // unknown schema versions already reported
 	lastRetain time.Time
 	active     atomic.Int64 // unix nanoseconds of the last loop activity
+
+	beforeExpire func(id string) // tests: runs between retention's read and its removal
 }
 
 // New returns a manager for spool s.

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"time"
 
+	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -77,10 +77,16 @@ func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
 
 // applyRetention removes terminal jobs (succeeded, killed) that finished
 // more than Retention ago (finished_at, or updated_at when it is unset).
+// The scan reads without the lock; each removal goes through
+// job.Spool.Expire, which re-reads the job under its lock and leaves it
+// alone if it moved or finished again meanwhile. A pass that removed
+// anything logs one line (how many, by state, the oldest finish time);
+// each removal counts in farro_retention_removed_total.
 func (m *Manager) applyRetention(ctx context.Context) error {
 	cutoff := time.Now().Add(-m.cfg.Retention)
-	removed := 0
+	var sum retentionPass
 	var errs []error
+	defer func() { sum.log(m, cutoff) }()
 	for _, st := range []job.State{job.Succeeded, job.Killed} {
 		ents, err := fsq.ScanDir(m.spool.StateDir(st))
 		if err != nil {
@@ -104,19 +110,27 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 				m.report(st, id, err)
 				continue
 			}
-			t := j.UpdatedAt
-			if j.FinishedAt != nil {
-				t = *j.FinishedAt
-			}
-			if t.After(cutoff) {
+			if !j.Finished().Before(cutoff) {
 				continue
 			}
-			if err := m.expire(id, dir); err != nil {
+			if m.beforeExpire != nil {
+				m.beforeExpire(id)
+			}
+			removed, err := m.spool.Expire(id, Actor, cutoff)
+			switch {
+			case removed != nil:
+				// Gone from the spool (err, if any: tmp/ leftover for the sweep).
+				sum.add(removed)
+				metrics.RetentionRemoved(removed.Status)
+				m.log.Debug().Str("job_id", id).Str("state", string(removed.Status)).Time("finished_at", removed.Finished()).Msg("removed by retention")
+				if err != nil {
+					m.log.Warn().Err(err).Str("job_id", id).Msg("retention left a tmp/ leftover")
+				}
+			case errors.Is(err, job.ErrNotExpired), errors.Is(err, job.ErrState):
+				m.log.Debug().Err(err).Str("job_id", id).Msg("retention: job moved or finished again meanwhile; kept")
+			default:
 				m.report(st, id, err)
-				continue
 			}
-			removed++
-			m.log.Debug().Str("job_id", id).Str("state", string(st)).Time("finished_at", t).Msg("removed by retention")
 		}
 	}
 	for id, st := range m.busy {
@@ -124,36 +138,33 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 			delete(m.busy, id)
 		}
 	}
-	if removed > 0 {
-		m.log.Info().Int("removed", removed).Dur("retention_ms", m.cfg.Retention).Msg("retention applied")
-	}
 	return errors.Join(errs...)
 }
 
-// expire removes the terminal job at dir under its lock: it is first
-// renamed into tmp/ (atomic, so the job is never seen half-deleted), then
-// deleted; a crash in between leaves a tmp/ leftover for the sweep.
-func (m *Manager) expire(id, dir string) error {
-	// The fsq.CrashPoint calls mark the steps for the crash-simulation
-	// harness (test/crash); they do nothing in release builds.
-	lock := m.spool.LockPath(id)
-	fsq.CrashPoint("expire/lock:before")
-	if err := fsq.TryLock(lock, ownerBytes()); err != nil {
-		return err
+// retentionPass sums up what one retention pass removed, for its one
+// log line.
+type retentionPass struct {
+	removed, succeeded, killed int
+	oldest                     time.Time
+}
+
+func (p *retentionPass) add(j *job.Job) {
+	p.removed++
+	if j.Status == job.Killed {
+		p.killed++
+	} else {
+		p.succeeded++
 	}
-	defer func() {
-		fsq.CrashPoint("expire/unlock:before")
-		_ = fsq.Unlock(lock)
-		fsq.CrashPoint("expire/unlock:after")
-	}()
-	dst := m.spool.Path(job.TmpDir, id+".expired."+strconv.FormatInt(time.Now().UnixNano(), 36))
-	fsq.CrashPoint("expire/rename:before")
-	if err := fsq.Rename(dir, dst); err != nil {
-		return fmt.Errorf("retention %s: %w", id, err)
+	if f := j.Finished(); p.oldest.IsZero() || f.Before(p.oldest) {
+		p.oldest = f
 	}
-	fsq.CrashPoint("expire/remove:before")
-	if err := fsq.RemoveAll(dst); err != nil {
-		return fmt.Errorf("retention %s: %w", id, err)
+}
+
+func (p *retentionPass) log(m *Manager, cutoff time.Time) {
+	if p.removed == 0 {
+		return
 	}
-	return nil
+	m.log.Info().Int("removed", p.removed).Int("succeeded", p.succeeded).Int("killed", p.killed).
+		Time("oldest_finished_at", p.oldest).Time("cutoff", cutoff).
+		Int64("retention_s", int64(m.cfg.Retention/time.Second)).Msg("retention removed terminal jobs")
 }

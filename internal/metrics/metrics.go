@@ -12,7 +12,8 @@
 //	agentd        runs finished by outcome, run time, queue wait, claim and
 //	              commit latency, failed claims, worker slots, crawl fetches
 //	managerd      jobs per state, oldest queued job, locks, corrupt entries,
-//	              retries, jobs out of attempts, promotions, crawl domains
+//	              retries, jobs out of attempts, promotions, crawl domains,
+//	              jobs removed by retention
 //	watchdogd     recoveries by kind, failed recoveries
 //	farroctl      `farroctl metrics`: the spool's figures (managerd's gauges)
 //
@@ -274,7 +275,7 @@ func Registry(daemon string) *prometheus.Registry {
 		r.MustRegister(finished, runTime, queueWait, claimTime, commitTime, claimFailed, slots, slotsBusy,
 			crawlPages, crawlBytes, crawlRobotsDenied)
 	case Managerd:
-		r.MustRegister(retries, outOfAttempts, promoted, spoolC, crawlDomains{})
+		r.MustRegister(retries, outOfAttempts, promoted, spoolC, crawlDomains{}, retentionRemoved)
 	case Watchdogd:
 		r.MustRegister(recoveries, recoveryFailed, recoveryWaits)
 	}

@@ -139,7 +139,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	nj.StartedAt, nj.LastHeartbeat, nj.UpdatedAt = &now, &now, now
 	// job.json tells this attempt's outcome; earlier ones are in the
 	// job's history (events.jsonl), their errors in the failed events.
-	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.Error, nj.NotBefore = nil, nil, "", "", nil
+	nj.FinishedAt, nj.ExitCode, nj.Reason, nj.Error, nj.NotBefore, nj.OutputDropped = nil, nil, "", "", nil, 0
 	fsq.CrashPoint("claim/write:before")
 	staged, err := s.sparePool(h.Agent).Stage(dst+"/"+JobFile, nj.Marshal())
 	if err == nil {

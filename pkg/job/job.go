@@ -25,7 +25,7 @@ const (
 	JobFile     = "job.json"     // lifecycle, rewritten atomically
 	EventsFile  = "events.jsonl" // append-only transition history
 	ControlFile = "control.json" // operator request to a running job
-	StdoutFile  = "stdout.log"
+	StdoutFile  = "stdout.log"   // output of jobs run before per-attempt files (see OutputFile)
 	StderrFile  = "stderr.log"
 	ResultFile  = "result.json"
 )
@@ -83,6 +83,9 @@ type Job struct {
 	ExitCode      *int       `json:"exit_code,omitempty"`
 	Reason        string     `json:"reason,omitempty"` // why the job is in its state
 	Error         string     `json:"error,omitempty"`  // last attempt's error
+	// OutputDropped is how many bytes of the last attempt's output
+	// agentd dropped past its --output-max (0: nothing dropped).
+	OutputDropped int64 `json:"output_dropped,omitempty"`
 }
 
 // Runtime is the transient part of the envelope, never written to disk.

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
@@ -103,32 +104,48 @@ func (s *Spool) Retry(id, actor string, includeSucceeded bool) (*Job, error) {
 // terminal, or its status disagrees with its directory), ErrCorrupt
 // (quarantined, not deleted: corrupt/ is never deleted).
 func (s *Spool) Remove(id, actor string) (*Job, error) {
+	return s.removeTerminal(id, actor, "rm", "remove", nil)
+}
+
+// removeTerminal is Remove and Expire: under the job's lock it reads the
+// job from a terminal directory, asks check (if any) whether it may go,
+// renames it into tmp/ and removes it. op names the error's prefix, point
+// the crash points' prefix.
+func (s *Spool) removeTerminal(id, actor, op, point string, check func(*Job) error) (*Job, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
 	lock := s.LockPath(id)
-	fsq.CrashPoint("remove/lock:before")
+	fsq.CrashPoint(point + "/lock:before")
 	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {
-		return nil, fmt.Errorf("rm %s: %w", id, err)
+		return nil, fmt.Errorf("%s %s: %w", op, id, err)
 	}
 	defer func() {
-		fsq.CrashPoint("remove/unlock:before")
+		fsq.CrashPoint(point + "/unlock:before")
 		_ = fsq.Unlock(lock)
-		fsq.CrashPoint("remove/unlock:after")
+		fsq.CrashPoint(point + "/unlock:after")
 	}()
 	j, src, err := s.readTerminal(id, []State{Succeeded, Killed})
 	if err != nil {
-		return nil, fmt.Errorf("rm %s: %w", id, err)
+		return nil, fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	if check != nil {
+		if err := check(j); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", op, id, err)
+		}
 	}
 	trash := s.Path(TmpDir, id+".removed-"+randHex(4))
-	fsq.CrashPoint("remove/rename:before")
-	if err := fsq.Rename(src, trash); err != nil {
-		return nil, fmt.Errorf("rm %s: %w", id, err)
+	if point == "expire" {
+		trash = s.Path(TmpDir, id+".expired."+strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
-	fsq.CrashPoint("remove/remove:before")
+	fsq.CrashPoint(point + "/rename:before")
+	if err := fsq.Rename(src, trash); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	fsq.CrashPoint(point + "/remove:before")
 	if err := fsq.RemoveAll(trash); err != nil {
 		// The job is gone from the spool; the sweep finishes the removal.
-		return j, fmt.Errorf("rm %s: removed from the spool, but %s is left for managerd's sweep: %w", id, trash, err)
+		return j, fmt.Errorf("%s %s: removed from the spool, but %s is left for managerd's sweep: %w", op, id, trash, err)
 	}
 	return j, nil
 }
