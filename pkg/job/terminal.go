@@ -89,7 +89,7 @@ func (s *Spool) Retry(id, actor string, includeSucceeded bool) (*Job, error) {
 		return nil, fmt.Errorf("retry %s: %w", id, err)
 	}
 	fsq.CrashPoint("retry/append:before", q)
-	_ = appendEvent(dst, Event{Time: now, Actor: actor, From: j.Status, To: Queued, Attempt: 0, Reason: ReasonRetried})
+	_ = s.recordEvent(dst, nj, Event{Time: now, Actor: actor, From: j.Status, To: Queued, Attempt: 0, Reason: ReasonRetried}, eventSynced)
 	return nj, nil
 }
 
@@ -125,6 +125,7 @@ func (s *Spool) Remove(id, actor string) (*Job, error) {
 	if err := fsq.Rename(src, trash); err != nil {
 		return nil, fmt.Errorf("rm %s: %w", id, err)
 	}
+	s.StreamRemoval(j, actor, "removed by operator")
 	fsq.CrashPoint("remove/remove:before")
 	if err := fsq.RemoveAll(trash); err != nil {
 		// The job is gone from the spool; the sweep finishes the removal.
