@@ -161,7 +161,7 @@ const streamRetryOpen = 5 * time.Second
 // reading; only reopening takes it for writing.
 type stream struct {
 	mu       sync.RWMutex
-	fd       int       // the open segment, when open
+	fd       int // the open segment, when open
 	open     bool
 	hour     time.Time // the hour fd's segment is for
 	failedAt time.Time // last failed open, for streamRetryOpen
