@@ -39,7 +39,7 @@ func main() {
 
 func run(c *cli.Context) error {
 	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
-	spool, err := job.Open(c.String("spool"), job.Existing())
+	spool, err := job.Open(c.String("spool"), job.Existing(), logx.StreamWarn(log))
 	if err != nil {
 		return err
 	}

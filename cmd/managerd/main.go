@@ -34,6 +34,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "backoff-base", Value: time.Second, EnvVars: []string{"FARRO_BACKOFF_BASE"}, Usage: "retry backoff cap after the first failure (doubles per attempt; full jitter)"},
 		&cli.DurationFlag{Name: "backoff-max", Value: 5 * time.Minute, EnvVars: []string{"FARRO_BACKOFF_MAX"}, Usage: "largest retry backoff cap"},
 		&cli.DurationFlag{Name: "retention", Value: 0, EnvVars: []string{"FARRO_RETENTION"}, Usage: "remove succeeded and killed jobs finished longer ago than this (0: keep forever)"},
+		&cli.DurationFlag{Name: "events-retention", Value: manager.DefaultEventsRetention, EnvVars: []string{"FARRO_EVENTS_RETENTION"}, Usage: "remove event stream segments (events/*.jsonl) older than this (0: keep forever)"},
 		&cli.DurationFlag{Name: "tmp-max-age", Value: time.Hour, EnvVars: []string{"FARRO_TMP_MAX_AGE"}, Usage: "remove tmp/ leftovers older than this"},
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period (fsnotify backup)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
@@ -49,13 +50,14 @@ func run(c *cli.Context, stdout io.Writer) error {
 		MaxAttempts: c.Int("max-attempts"),
 		BackoffBase: c.Duration("backoff-base"), BackoffMax: c.Duration("backoff-max"),
 		Retention: c.Duration("retention"), TmpMaxAge: c.Duration("tmp-max-age"),
-		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
+		EventsRetention: c.Duration("events-retention"),
+		Rescan:          c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
 	}
 	if err := validate(cfg); err != nil {
 		return err
 	}
 	log := logx.New(stdout, manager.Actor, c.String("log-level"))
-	spool, err := job.Open(c.String("spool"), job.Existing())
+	spool, err := job.Open(c.String("spool"), job.Existing(), logx.StreamWarn(log))
 	if err != nil {
 		log.Error().Err(err).Msg("cannot open spool")
 		return err
@@ -93,7 +95,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		}
 		log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
 			Dur("backoff_base_ms", cfg.BackoffBase).Dur("backoff_max_ms", cfg.BackoffMax).
-			Dur("retention_ms", cfg.Retention).Dur("tmp_max_age_ms", cfg.TmpMaxAge).
+			Dur("retention_ms", cfg.Retention).Dur("events_retention_ms", cfg.EventsRetention).Dur("tmp_max_age_ms", cfg.TmpMaxAge).
 			Dur("rescan_ms", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
 		return m.Run(ctx)
 	})
@@ -109,6 +111,8 @@ func validate(cfg manager.Config) error {
 		return errors.New("--backoff-max must not be below --backoff-base")
 	case cfg.Retention < 0:
 		return errors.New("--retention must not be negative")
+	case cfg.EventsRetention < 0:
+		return errors.New("--events-retention must not be negative")
 	case cfg.TmpMaxAge <= 0:
 		return errors.New("--tmp-max-age must be positive")
 	case cfg.Rescan <= 0:

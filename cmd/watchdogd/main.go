@@ -47,7 +47,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		return err
 	}
 	log := logx.New(stdout, watchdog.Actor, c.String("log-level"))
-	spool, err := job.Open(c.String("spool"), job.Existing())
+	spool, err := job.Open(c.String("spool"), job.Existing(), logx.StreamWarn(log))
 	if err != nil {
 		log.Error().Err(err).Msg("cannot open spool")
 		return err

@@ -116,6 +116,7 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 				continue
 			}
 			removed++
+			m.spool.StreamRemoval(j, Actor, "retention")
 			m.log.Debug().Str("job_id", id).Str("state", string(st)).Time("finished_at", t).Msg("removed by retention")
 		}
 	}
