@@ -45,7 +45,7 @@ func run(c *cli.Context) error {
 	}
 	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
 	outputMax, _ := agent.ParseSize(c.String("output-max")) // checked by validate
-	spool, err := daemon.OpenSpool(c.String("spool"))
+	spool, err := daemon.OpenSpool(c.String("spool"), logx.StreamWarn(log))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "backoff-base", Value: time.Second, EnvVars: []string{"FARRO_BACKOFF_BASE"}, Usage: "retry backoff cap after the first failure (doubles per attempt; full jitter)"},
 		&cli.DurationFlag{Name: "backoff-max", Value: 5 * time.Minute, EnvVars: []string{"FARRO_BACKOFF_MAX"}, Usage: "largest retry backoff cap"},
 		&cli.DurationFlag{Name: "retention", Value: 0, EnvVars: []string{"FARRO_RETENTION"}, Usage: "remove succeeded and killed jobs finished longer ago than this (0: keep forever)"},
+		&cli.DurationFlag{Name: "events-retention", Value: manager.DefaultEventsRetention, EnvVars: []string{"FARRO_EVENTS_RETENTION"}, Usage: "remove event stream segments (events/*.jsonl) older than this (0: keep forever)"},
 		&cli.DurationFlag{Name: "tmp-max-age", Value: time.Hour, EnvVars: []string{"FARRO_TMP_MAX_AGE"}, Usage: "remove tmp/ leftovers older than this"},
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period (fsnotify backup; positive)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
@@ -48,7 +49,8 @@ func run(c *cli.Context, stdout io.Writer) error {
 		MaxAttempts: c.Int("max-attempts"),
 		BackoffBase: c.Duration("backoff-base"), BackoffMax: c.Duration("backoff-max"),
 		Retention: c.Duration("retention"), TmpMaxAge: c.Duration("tmp-max-age"),
-		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
+		EventsRetention: c.Duration("events-retention"),
+		Rescan:          c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
 	}
 	if daemon.CheckOnly(c) {
 		if err := daemon.CheckSpool(c.String("spool")); err != nil {
@@ -57,7 +59,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, manager.Actor, c.String("log-level"))
-	spool, err := daemon.OpenSpool(c.String("spool"))
+	spool, err := daemon.OpenSpool(c.String("spool"), logx.StreamWarn(log))
 	if err != nil {
 		if !daemon.IsConfigError(err) { // a configuration error is one line on stderr only
 			log.Error().Err(err).Msg("cannot open spool")
@@ -97,7 +99,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		}
 		log.Info().Str("spool", spool.Root).Int("max_attempts", cfg.MaxAttempts).
 			Dur("backoff_base_ms", cfg.BackoffBase).Dur("backoff_max_ms", cfg.BackoffMax).
-			Dur("retention_ms", cfg.Retention).Dur("tmp_max_age_ms", cfg.TmpMaxAge).
+			Dur("retention_ms", cfg.Retention).Dur("events_retention_ms", cfg.EventsRetention).Dur("tmp_max_age_ms", cfg.TmpMaxAge).
 			Dur("rescan_ms", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("managerd starting")
 		return m.Run(ctx)
 	})
@@ -105,7 +107,8 @@ func run(c *cli.Context, stdout io.Writer) error {
 
 // validate is managerd's configuration check (daemon.SetValidator):
 // at least one attempt, a positive backoff base no larger than the
-// backoff maximum, a retention that is not negative (0: keep forever),
+// backoff maximum, retentions (jobs, event segments) that are not
+// negative (0: keep forever),
 // and a positive tmp/ age, rescan period and metrics relisting period.
 func validate(c *cli.Context) error {
 	if err := daemon.First(
@@ -122,6 +125,7 @@ func validate(c *cli.Context) error {
 	}
 	return daemon.First(
 		daemon.NotNegative(c, "retention"),
+		daemon.NotNegative(c, "events-retention"),
 		daemon.Positive(c, "tmp-max-age"),
 		daemon.Positive(c, "rescan"),
 		daemon.Positive(c, daemon.MetricsRescanFlag.Name),

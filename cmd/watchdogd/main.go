@@ -49,7 +49,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, watchdog.Actor, c.String("log-level"))
-	spool, err := daemon.OpenSpool(c.String("spool"))
+	spool, err := daemon.OpenSpool(c.String("spool"), logx.StreamWarn(log))
 	if err != nil {
 		if !daemon.IsConfigError(err) { // a configuration error is one line on stderr only
 			log.Error().Err(err).Msg("cannot open spool")

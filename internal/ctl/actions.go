@@ -121,6 +121,7 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 		}
 		fmt.Fprintf(c.Stdout, "%s: %s\n", id, msg)
 	}
+	c.audit(s, job.Audit{Command: string(a), JobIDs: ids, Failed: failed, Reason: o.Note})
 	if failed > 0 {
 		return silent("%s: %d of %d jobs failed", a, failed, len(ids))
 	}

@@ -28,7 +28,12 @@ type CrawlStartOptions struct {
 }
 
 // CrawlStart creates a crawl; managerd's frontier picks it up.
-func (c *Ctl) CrawlStart(o CrawlStartOptions) error {
+func (c *Ctl) CrawlStart(o CrawlStartOptions) (err error) {
+	defer func() {
+		if o.Crawl != nil {
+			c.auditDone(&err, "crawl start", o.Crawl.Name, "")
+		}
+	}()
 	cr := o.Crawl
 	if err := crawl.ValidateName(cr.Name); err != nil {
 		return UsageError(err)
@@ -177,7 +182,8 @@ func (c *Ctl) CrawlList(jsonOut bool) error {
 }
 
 // CrawlPause stops the crawl's releases; jobs in flight finish.
-func (c *Ctl) CrawlPause(name string) error {
+func (c *Ctl) CrawlPause(name string) (err error) {
+	defer c.auditDone(&err, "crawl pause", name, "")
 	_, st, _, err := c.crawlStore(name)
 	if err != nil {
 		return err
@@ -206,7 +212,8 @@ func (c *Ctl) CrawlPause(name string) error {
 }
 
 // CrawlResume starts a new run of a paused (or done) crawl.
-func (c *Ctl) CrawlResume(name string) error {
+func (c *Ctl) CrawlResume(name string) (err error) {
+	defer c.auditDone(&err, "crawl resume", name, "")
 	_, st, _, err := c.crawlStore(name)
 	if err != nil {
 		return err
@@ -244,7 +251,8 @@ func (c *Ctl) CrawlResume(name string) error {
 // CrawlCancel marks the crawl cancelled (so nothing more is released) and
 // cancels its jobs: queued, deferred, held, failed and stale ones are
 // killed ("cancelled"), running ones are asked to stop.
-func (c *Ctl) CrawlCancel(name string) error {
+func (c *Ctl) CrawlCancel(name string) (err error) {
+	defer c.auditDone(&err, "crawl cancel", name, "")
 	s, st, _, err := c.crawlStore(name)
 	if err != nil {
 		return err

@@ -149,7 +149,8 @@ func (c *Ctl) DomainShow(name, domain string) error {
 // are not fetched again). With no frontier driving the crawl it is done at
 // once; otherwise the frontier is asked and applies it within its poll
 // interval.
-func (c *Ctl) DomainReset(name, domain string) error {
+func (c *Ctl) DomainReset(name, domain string) (err error) {
+	defer c.auditDone(&err, "domain reset", name+" "+domain, "")
 	_, st, cr, err := c.crawlStore(name)
 	if err != nil {
 		return err

@@ -526,6 +526,15 @@ func (c *Ctl) Fsck(o FsckOptions) error {
 		}
 		c.printFinding(f, o)
 	}
+	if o.Repair && len(findings) > 0 {
+		var ids auditIDs
+		for _, f := range findings {
+			if f.Repaired {
+				ids.add(f.ID)
+			}
+		}
+		c.audit(s, job.Audit{Command: "fsck --repair", JobIDs: ids.ids, Count: ids.count, Failed: unrepaired})
+	}
 	switch {
 	case len(findings) == 0:
 		if !o.JSON {

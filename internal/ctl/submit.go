@@ -112,6 +112,7 @@ func (c *Ctl) Submit(o SubmitOptions) error {
 		return submitError(err)
 	}
 	fmt.Fprintln(c.Stdout, j.ID)
+	c.audit(s, job.Audit{Command: "submit", JobIDs: []string{j.ID}})
 	return nil
 }
 
@@ -226,6 +227,7 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 		err  error
 	}
 	var chunk []item
+	var ids auditIDs
 	n, failed, done := 0, 0, 0
 	flush := func() error {
 		var reqs []job.SubmitRequest
@@ -260,6 +262,7 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 				continue
 			}
 			done++
+			ids.add(it.job.ID)
 			fmt.Fprintln(c.Stdout, it.job.ID)
 		}
 		chunk = chunk[:0]
@@ -294,6 +297,9 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 	}
 	if err := flush(); err != nil {
 		return err
+	}
+	if s != nil {
+		c.audit(s, job.Audit{Command: "submit --batch", JobIDs: ids.ids, Count: ids.count, Failed: failed})
 	}
 	if failed > 0 {
 		return silent("submit --batch: %d of %d jobs refused", failed, failed+done)

@@ -70,8 +70,8 @@ func CheckSpool(root string) error {
 // OpenSpool opens the daemon's spool (job.Open with job.Existing); a
 // directory that is not a spool (job.ErrNotSpool: a mistyped --spool or
 // FARRO_SPOOL) is a configuration error.
-func OpenSpool(root string) (*job.Spool, error) {
-	s, err := job.Open(root, job.Existing())
+func OpenSpool(root string, opts ...job.Option) (*job.Spool, error) {
+	s, err := job.Open(root, append([]job.Option{job.Existing()}, opts...)...)
 	if err != nil {
 		return nil, spoolError(err)
 	}

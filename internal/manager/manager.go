@@ -50,10 +50,13 @@ type Config struct {
 	BackoffMax     time.Duration // largest backoff cap (default 5m)
 	Retention      time.Duration // age at which terminal jobs are removed; 0 keeps them forever
 	RetentionEvery time.Duration // how often retention scans (default 1m)
-	TmpMaxAge      time.Duration // age at which tmp/ leftovers are removed (default 1h)
-	Rescan         time.Duration // period of full rescans (default 10s)
-	RetryBusy      time.Duration // retry period for jobs whose lock was busy (default 1s)
-	NoNotify       bool          // rely on rescans only (no fsnotify)
+	// EventsRetention is the age at which the event stream's segments
+	// (events/) are removed; 0 keeps them forever.
+	EventsRetention time.Duration
+	TmpMaxAge       time.Duration // age at which tmp/ leftovers are removed (default 1h)
+	Rescan          time.Duration // period of full rescans (default 10s)
+	RetryBusy       time.Duration // retry period for jobs whose lock was busy (default 1s)
+	NoNotify        bool          // rely on rescans only (no fsnotify)
 	// Ready is called once, after Run's first full pass.
 	Ready func()
 	// Rand returns a random int64 in [0, n); nil means math/rand/v2.
@@ -97,12 +100,13 @@ type Manager struct {
 	cfg   Config
 	log   zerolog.Logger
 
-	sched      *schedule
-	readAt     map[string]time.Time // deferred job dir mtime when its job.json was last read
-	busy       map[string]job.State // jobs to retry: their lock was held
-	schemaSeen map[string]bool      // unknown schema versions already reported
-	lastRetain time.Time
-	active     atomic.Int64 // unix nanoseconds of the last loop activity
+	sched            *schedule
+	readAt           map[string]time.Time // deferred job dir mtime when its job.json was last read
+	busy             map[string]job.State // jobs to retry: their lock was held
+	schemaSeen       map[string]bool      // unknown schema versions already reported
+	lastRetain       time.Time
+	lastEventsRetain time.Time
+	active           atomic.Int64 // unix nanoseconds of the last loop activity
 
 	beforeExpire func(id string) // tests: runs between retention's read and its removal
 }
@@ -156,6 +160,9 @@ func (m *Manager) RunOnce(ctx context.Context) error {
 		if err := m.applyRetention(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.expireEvents(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -168,7 +168,7 @@ func (s *Spool) Claim(id string, h Holder) (*Claimed, error) {
 	// The event follows the status it records (history never runs ahead
 	// of job.json); the commit's first barrier makes it durable.
 	fsq.CrashPoint("claim/append:before")
-	_ = appendEventUnsynced(dst, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID})
+	_ = s.recordEvent(dst, nj, Event{Time: now, Actor: h.Actor, From: Queued, To: InProgress, Attempt: nj.Attempts, CorrelationID: nj.CorrelationID}, eventUnsynced)
 	fsq.CrashPoint("claim/append:after")
 	return &Claimed{spool: s, pool: pool, holder: h, token: owner.Token, env: Envelope{Prompt: prompt, Lifecycle: nj, Runtime: Runtime{Dir: dst, Lock: lock}}}, nil
 }
@@ -271,7 +271,7 @@ func (c *Claimed) Commit(to State, reason string, mutate func(*Job)) error {
 	// The event follows the status it records: a commit killed before
 	// this point is re-run without a terminal event left behind.
 	fsq.CrashPoint("commit/append:before", q)
-	_ = appendEventUnsynced(dir, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID})
+	_ = c.spool.recordEvent(dir, j, Event{Time: now, Actor: c.holder.Actor, From: cur.Status, To: to, Attempt: j.Attempts, Reason: reason, CorrelationID: j.CorrelationID}, eventUnsynced)
 	return c.finishCommit(j, to)
 }
 

@@ -19,7 +19,12 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(streamWriterEnv); spec != "" {
+		runStreamWriter(spec) // a child of TestStreamConcurrentProcesses
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // setup opens a fresh spool on the real filesystem.
 func setup(t *testing.T) *job.Spool {

@@ -110,7 +110,7 @@ func (s *Spool) apply(j *Job, src string, to State, actor, reason string, mutate
 		return nil, fmt.Errorf("move %s: %w", j.ID, err)
 	}
 	fsq.CrashPoint("move/append:before", q)
-	_ = appendEvent(src, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID})
+	_ = s.recordEvent(src, nj, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID}, eventSynced)
 	fsq.CrashPoint("move/rename:before", q)
 	if err := fsq.Rename(src, s.JobDir(to, nj.Agent, j.ID)); err != nil {
 		return nil, fmt.Errorf("move %s: %w", j.ID, err)

@@ -251,7 +251,7 @@ func (s *Spool) rewrite(j *Job, dir string, to State, actor, reason string, muta
 		return nil, fmt.Errorf("recover %s: %w", j.ID, err)
 	}
 	fsq.CrashPoint("recover/append:before", string(to))
-	_ = appendEvent(dir, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID})
+	_ = s.recordEvent(dir, nj, Event{Time: now, Actor: actor, From: j.Status, To: to, Attempt: nj.Attempts, Reason: reason, CorrelationID: nj.CorrelationID}, eventSynced)
 	return nj, nil
 }
 

@@ -27,6 +27,7 @@ type Spool struct {
 	existing    bool                                                              // Existing: refuse a root that is not a spool
 	pools       sync.Map                                                          // "locks/<agent>", "files/<agent>": the agent's pools (see PoolDir)
 	newBarrier  func(dir string, opts ...fsq.BarrierOption) (*fsq.Barrier, error) // nil: fsq.NewBarrier; tests replace it
+	stream      stream                                                            // the writer of events/ (stream.go)
 }
 
 // Option configures Open.

@@ -85,7 +85,12 @@ func (s *Spool) SubmitMany(reqs []SubmitRequest) (jobs []*Job, errs []error) {
 		}
 		if err := s.place(jobs[i], tmps[i], reqs[i].Actor); err != nil {
 			jobs[i], errs[i] = nil, err
+			continue
 		}
+		// The job's events.jsonl was built in tmp/; the stream's line
+		// is made durable by the barrier below.
+		j := jobs[i]
+		_ = s.recordEvent("", j, submitEvent(j, reqs[i].Actor), eventWritten)
 	}
 	fsq.CrashPoint("submit/sync:before")
 	if err := s.sync(); err != nil {
@@ -147,7 +152,7 @@ func (s *Spool) build(req *SubmitRequest) (*Job, string, error) {
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return nil, "", fmt.Errorf("submit %s: %w", req.ID, err)
 	}
-	ev, _ := json.Marshal(Event{Time: now, Actor: req.Actor, To: j.Status, Reason: "submitted"})
+	ev, _ := json.Marshal(submitEvent(j, req.Actor))
 	for _, f := range []struct {
 		name string
 		data []byte
@@ -189,4 +194,9 @@ func (s *Spool) place(j *Job, tmp, actor string) error {
 		return fmt.Errorf("submit %s: %w", j.ID, err)
 	}
 	return nil
+}
+
+// submitEvent is the first event of job j, submitted by actor.
+func submitEvent(j *Job, actor string) Event {
+	return Event{Time: j.CreatedAt, Actor: actor, To: j.Status, Reason: "submitted"}
 }

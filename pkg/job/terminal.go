@@ -90,7 +90,7 @@ func (s *Spool) Retry(id, actor string, includeSucceeded bool) (*Job, error) {
 		return nil, fmt.Errorf("retry %s: %w", id, err)
 	}
 	fsq.CrashPoint("retry/append:before", q)
-	_ = appendEvent(dst, Event{Time: now, Actor: actor, From: j.Status, To: Queued, Attempt: 0, Reason: ReasonRetried})
+	_ = s.recordEvent(dst, nj, Event{Time: now, Actor: actor, From: j.Status, To: Queued, Attempt: 0, Reason: ReasonRetried}, eventSynced)
 	return nj, nil
 }
 
@@ -142,6 +142,11 @@ func (s *Spool) removeTerminal(id, actor, op, point string, check func(*Job) err
 	if err := fsq.Rename(src, trash); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, id, err)
 	}
+	why := "removed by operator"
+	if op == "retention" {
+		why = "removed by retention"
+	}
+	s.StreamRemoval(j, actor, why)
 	fsq.CrashPoint(point + "/remove:before")
 	if err := fsq.RemoveAll(trash); err != nil {
 		// The job is gone from the spool; the sweep finishes the removal.
