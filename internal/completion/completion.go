@@ -393,10 +393,11 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 		}
 		p("\treturn ret\n}\n\n")
 	}
-	p(`# %[1]s__jobids PATH: offer the job IDs that command PATH takes, as the
-# program lists them (--spool as on the command line).
+	p(`# %[1]s__jobids [COMPADD-OPTIONS] PATH: offer the job IDs that command
+# PATH takes, as the program lists them (--spool as on the command line).
+# _arguments puts compadd's options before the action's own argument.
 %[1]s__jobids() {
-	local dir=$_farro_spool prog=${_farro_prog:-%[2]s} i
+	local cmd=${@[-1]} dir=$_farro_spool prog=${_farro_prog:-%[2]s} i
 	local -a sp ids
 	for ((i = 1; i < CURRENT; i++)); do
 		case $words[i] in
@@ -407,8 +408,8 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 	[[ $prog == "~/"* ]] && prog=$HOME/${prog#"~/"}
 	[[ $dir == "~/"* ]] && dir=$HOME/${dir#"~/"}
 	[[ -n $dir ]] && sp=(--spool "$dir")
-	ids=(${(f)"$("$prog" "${sp[@]}" %[3]s "$1" "$PREFIX" 2>/dev/null </dev/null)"})
-	compadd -- "${ids[@]}"
+	ids=(${(f)"$("$prog" "${sp[@]}" %[3]s "$cmd" "$PREFIX" 2>/dev/null </dev/null)"})
+	compadd "${@[1,-2]}" -- "${ids[@]}"
 }
 
 `, fn, app.Name, JobIDsCommand)
