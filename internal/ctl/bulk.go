@@ -30,6 +30,10 @@ func (f Filter) Set() bool {
 // to it; it is skipped, not failed.
 var errLeft = errors.New("left the selected state")
 
+// selectedHook, when set (by tests), runs between the selection and the
+// actions of a filter's run.
+var selectedHook func(ids []string)
+
 // ActOn runs action a on the jobs named by args (IDs, unique ID prefixes,
 // or "-" alone: IDs read from stdin), or selected by f. A filter and IDs
 // together are refused.
@@ -123,6 +127,9 @@ func (c *Ctl) bulk(a Action, f Filter, o ActOptions) error {
 	}
 	if s, err = c.open(); err != nil {
 		return err
+	}
+	if selectedHook != nil {
+		selectedHook(ids)
 	}
 	o.only = states
 	done, failed, left := 0, 0, 0

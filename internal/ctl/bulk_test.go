@@ -54,6 +54,7 @@ func TestBulkDryRunChangesNothing(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now().UTC()
 	e.plantMix(now)
+	now = now.Add(time.Minute) // the new jobs are a minute old
 	before := tree(t, e.s.Root)
 	cases := []struct {
 		a    ctl.Action
@@ -88,6 +89,7 @@ func TestBulkAllActsOnExactlyTheMatchingJobs(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now().UTC()
 	e.plantMix(now)
+	now = now.Add(time.Minute) // the new jobs are a minute old
 	cl := e.agesCtl(now)
 	f := ctl.Filter{States: []string{"queued"}, Kind: "noop", OlderThan: time.Hour, All: true}
 	if err := cl.ActOn(ctl.Cancel, nil, f, ctl.ActOptions{Note: "bulk"}); err != nil {
@@ -222,5 +224,40 @@ func TestBulkStateAloneReadsNoJobFile(t *testing.T) {
 	}
 	if got := strings.TrimSpace(e.stderr.String()); got != "farroctl: 1 job with an unreadable job.json not selected (farroctl fsck)" {
 		t.Errorf("--kind: stderr %q", got)
+	}
+}
+
+// A selected job that leaves the selected state (or the spool) before
+// the action reaches it is skipped, not acted on in its new state.
+func TestBulkSkipsJobsThatLeftTheirState(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"a", "b", "c"} {
+		e.submit(id, nil)
+	}
+	ctl.SetSelectedHook(t, func(ids []string) {
+		if !slices.Equal(ids, []string{"a", "b", "c"}) {
+			t.Errorf("selected %q", ids)
+		}
+		if _, err := e.s.Move("a", job.Queued, job.Held, "test", "held", nil); err != nil {
+			t.Error(err)
+		}
+		if _, err := e.s.Move("b", job.Queued, job.Killed, "test", "cancelled", nil); err != nil {
+			t.Error(err)
+		}
+		if _, err := e.s.Remove("b", "test"); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := e.ctl("").ActOn(ctl.Cancel, nil, ctl.Filter{States: []string{"queued"}, All: true}, ctl.ActOptions{}); err != nil {
+		t.Fatalf("%v (stderr %q)", err, e.stderr)
+	}
+	if got, want := strings.TrimSpace(e.stdout.String()), "cancel 3 jobs (state queued): done 1, failed 0, skipped 2 (no longer queued)"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	if got := e.names(job.Held); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("held/ %q: the job that left queued was acted on", got)
+	}
+	if got := e.names(job.Killed); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("killed/ %q", got)
 	}
 }
