@@ -54,13 +54,13 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	jsonFlag := func(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
 	act := func(a ctl.Action, usage string) *cli.Command {
 		return &cli.Command{
-			Name: string(a), Usage: usage, ArgsUsage: "ID...", OnUsageError: usageErr,
-			Flags: []cli.Flag{
+			Name: string(a), Usage: usage, ArgsUsage: actArgsUsage, OnUsageError: usageErr,
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "reason", Usage: fmt.Sprintf("operator note appended to the job's reason (%q)", ctl.ReasonOf(a)+": NOTE")},
 				&cli.DurationFlag{Name: "wait", Usage: "for a running job: wait up to this long for the outcome of the request (0: return once it is written)"},
-			},
+			}, filterFlags()...),
 			Action: func(cc *cli.Context) error {
-				return c(cc).Act(a, cc.Args().Slice(), ctl.ActOptions{Note: cc.String("reason"), Wait: cc.Duration("wait")})
+				return c(cc).ActOn(a, cc.Args().Slice(), filterOf(cc), ctl.ActOptions{Note: cc.String("reason"), Wait: cc.Duration("wait")})
 			},
 		}
 	}
@@ -206,20 +206,21 @@ directories in in-progress/<id>/.`,
 			act(ctl.Requeue, "retry jobs now: failed/stale/deferred -> queued (not_before cleared)"),
 			act(ctl.Kill, "kill jobs: like cancel, with reason \"killed by operator\""),
 			{
-				Name: string(ctl.Retry), ArgsUsage: "ID...", OnUsageError: usageErr,
+				Name: string(ctl.Retry), ArgsUsage: actArgsUsage, OnUsageError: usageErr,
 				Usage: "run finished jobs again: killed (with --succeeded, succeeded too) -> queued, attempts reset to 0, ID, prompt and history kept",
-				Flags: []cli.Flag{
+				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "succeeded", Usage: "retry succeeded jobs too (killed ones only otherwise)"},
-				},
+				}, filterFlags()...),
 				Action: func(cc *cli.Context) error {
-					return c(cc).Act(ctl.Retry, cc.Args().Slice(), ctl.ActOptions{Succeeded: cc.Bool("succeeded")})
+					return c(cc).ActOn(ctl.Retry, cc.Args().Slice(), filterOf(cc), ctl.ActOptions{Succeeded: cc.Bool("succeeded")})
 				},
 			},
 			{
-				Name: string(ctl.Remove), ArgsUsage: "ID...", OnUsageError: usageErr,
+				Name: string(ctl.Remove), ArgsUsage: actArgsUsage, OnUsageError: usageErr,
 				Usage: "delete finished jobs (succeeded, killed) for good; other states are refused",
+				Flags: filterFlags(),
 				Action: func(cc *cli.Context) error {
-					return c(cc).Act(ctl.Remove, cc.Args().Slice(), ctl.ActOptions{})
+					return c(cc).ActOn(ctl.Remove, cc.Args().Slice(), filterOf(cc), ctl.ActOptions{})
 				},
 			},
 			{
@@ -254,6 +255,7 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 	app.Commands = append(app.Commands, eventsCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, pipelineCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, logsCommands(c, usageErr)...)
+	app.Commands = append(app.Commands, jobIDsCommand(c))
 	daemon.SpoolAnywhere(app.Commands)
 	return app
 }

@@ -2,8 +2,10 @@
 // urfave/cli program, from its definition: commands (and their
 // subcommands), flags, which flags take a value, and the values worth
 // offering for some of them (states, kinds, log levels, directories,
-// files). A script is static: completing never runs the program, so it
-// costs nothing on a spool of a million jobs.
+// files). A script is static except for job IDs: completing the argument
+// of a command whose ArgsUsage starts with ID runs the program's hidden
+// JobIDsCommand, which lists the state directories that command applies
+// to (names only, never a job.json) and prints at most a few hundred IDs.
 package completion
 
 import (
@@ -21,7 +23,17 @@ const (
 	Files    = "@files"    // file names
 	Dirs     = "@dirs"     // directory names
 	Commands = "@commands" // executable names
+	JobIDs   = "@jobids"   // job IDs, from the program's JobIDsCommand
 )
+
+// JobIDsCommand is the hidden command a script runs to complete job IDs:
+// "PROG [--spool DIR] __jobids COMMAND PREFIX" prints the IDs COMMAND
+// takes that start with PREFIX, one a line. The --spool written on the
+// command line being completed, if any, is passed on.
+const JobIDsCommand = "__jobids"
+
+// idArgs: an ArgsUsage naming job IDs ("ID", "ID...", "ID... | -").
+var idArgs = regexp.MustCompile(`^ID\b`)
 
 // Hints are the words to offer for the value of a flag (by flag name, in
 // every command) and for the arguments of a command (by command path,
@@ -137,6 +149,9 @@ func argHint(hints Hints, path, argsUsage string) string {
 	if strings.Contains(argsUsage, "FILE") {
 		return Files
 	}
+	if idArgs.MatchString(argsUsage) {
+		return JobIDs
+	}
 	return ""
 }
 
@@ -221,18 +236,34 @@ func writeBash(w io.Writer, app *cli.App, hints Hints) error {
 	@files) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
 	@dirs) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
 	@commands) COMPREPLY=($(compgen -c -- "$cur")) ;;
+	@jobids) COMPREPLY=($(compgen -W "$(%[1]s_jobids)" -- "$cur")) ;;
 	*) COMPREPLY=($(compgen -W "$1" -- "$cur")) ;;
 	esac
 }
 
+# %[1]s_jobids: the job IDs that the command at $path takes and that start
+# with $cur, as the program lists them (--spool as on the command line).
+%[1]s_jobids() {
+	local prog=${COMP_WORDS[0]} dir=$spool
+	local -a sp=()
+	[[ $prog == "~/"* ]] && prog=$HOME/${prog#"~/"}
+	[[ $dir == "~/"* ]] && dir=$HOME/${dir#"~/"}
+	[[ -n $dir ]] && sp=(--spool "$dir")
+	"$prog" "${sp[@]}" %[3]s "$path" "$cur" 2>/dev/null </dev/null
+}
+
 %[1]s() {
-	local cur=${COMP_WORDS[COMP_CWORD]} path="" i w hint subs
+	local cur=${COMP_WORDS[COMP_CWORD]} path="" spool="" i w hint subs
 	COMPREPLY=()
 	# Walk the words before the cursor: descend into (sub)commands, skip
 	# flags and the values of the flags that take one.
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		if [[ $w == -* ]]; then
+			case $w in
+			--spool=*) spool=${w#--spool=} ;;
+			--spool) ((i + 1 < COMP_CWORD)) && spool=${COMP_WORDS[i + 1]} ;;
+			esac
 			if [[ $w != *=* && -n $(%[1]s_value "$path" "$w") ]]; then
 				((i++))
 				if ((i == COMP_CWORD)); then
@@ -270,7 +301,7 @@ func writeBash(w io.Writer, app *cli.App, hints Hints) error {
 }
 
 complete -F %[1]s %[2]s
-`, fn, app.Name)
+`, fn, app.Name, JobIDsCommand)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -318,6 +349,12 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 		p("%s() {\n", name)
 		p("\tlocal curcontext=$curcontext state line ret=1\n")
 		p("\ttypeset -A opt_args\n")
+		if n.path == "" {
+			// Seen by the functions of the subcommands (dynamic scope):
+			// the program as typed, and the --spool given before the
+			// command.
+			p("\tlocal _farro_prog=$words[1] _farro_spool\n")
+		}
 		p("\t_arguments -C -s \\\n")
 		for _, f := range n.flags {
 			for _, fname := range f.names {
@@ -337,12 +374,18 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 					p("\t\t\t'%s:%s'\n", sn, zq(s.Usage))
 				}
 			}
-			p("\t\t)\n\t\t_describe -t commands 'command' cmds && ret=0\n\t\t;;\n\targs)\n\t\tcase $line[1] in\n")
+			p("\t\t)\n\t\t_describe -t commands 'command' cmds && ret=0\n\t\t;;\n\targs)\n")
+			if n.path == "" {
+				p("\t\t_farro_spool=${opt_args[--spool]}\n")
+			}
+			p("\t\tcase $line[1] in\n")
 			for _, s := range n.subs {
 				sub := fn + "_" + unsafeIdent.ReplaceAllString(strings.TrimSpace(n.path+" "+s.Name), "_")
 				p("\t\t%s) %s && ret=0 ;;\n", strings.Join(s.Names(), "|"), sub)
 			}
 			p("\t\tesac\n\t\t;;\n\tesac\n")
+		case n.args == JobIDs:
+			p("\t\t'*:job ID:%s__jobids %s' && ret=0\n", fn, strings.ReplaceAll(n.path, " ", `\ `))
 		case n.args != "":
 			p("\t\t'*:argument:%s' && ret=0\n", zshAction(n.args))
 		default:
@@ -350,6 +393,26 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 		}
 		p("\treturn ret\n}\n\n")
 	}
+	p(`# %[1]s__jobids [COMPADD-OPTIONS] PATH: offer the job IDs that command
+# PATH takes, as the program lists them (--spool as on the command line).
+# _arguments puts compadd's options before the action's own argument.
+%[1]s__jobids() {
+	local cmd=${@[-1]} dir=$_farro_spool prog=${_farro_prog:-%[2]s} i
+	local -a sp ids
+	for ((i = 1; i < CURRENT; i++)); do
+		case $words[i] in
+		--spool) dir=$words[i+1] ;;
+		--spool=*) dir=${words[i]#--spool=} ;;
+		esac
+	done
+	[[ $prog == "~/"* ]] && prog=$HOME/${prog#"~/"}
+	[[ $dir == "~/"* ]] && dir=$HOME/${dir#"~/"}
+	[[ -n $dir ]] && sp=(--spool "$dir")
+	ids=(${(f)"$("$prog" "${sp[@]}" %[3]s "$cmd" "$PREFIX" 2>/dev/null </dev/null)"})
+	compadd "${@[1,-2]}" -- "${ids[@]}"
+}
+
+`, fn, app.Name, JobIDsCommand)
 	p(`if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then
 	%[1]s "$@"
 else

@@ -71,19 +71,38 @@ type ActOptions struct {
 	// Succeeded lets retry take succeeded jobs too (killed ones only
 	// otherwise).
 	Succeeded bool
+
+	// only, set by a filter's run: a job found in none of these states
+	// (it moved since it was selected) is skipped with errLeft.
+	only []job.State
 }
 
 // Act applies action to each ID independently and prints one line per ID
 // on stdout saying what happened. Failures are reported on stderr, one
-// line per ID, and make the result exit 1.
+// line per ID, and make the result exit 1. "-" as the only ID reads the
+// IDs from stdin (readIDs). An argument that is not an existing ID but
+// the unique prefix (at least MinPrefix characters) of one stands for it.
 func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 	if _, ok := rules[a]; !ok {
 		return Usagef("unknown action %q", a)
 	}
-	if len(ids) == 0 {
-		return Usagef("%s needs at least one job ID", a)
+	if len(ids) == 1 && ids[0] == "-" {
+		read, err := readIDs(c.Stdin)
+		if err != nil {
+			return err
+		}
+		if len(read) == 0 {
+			c.warnf("%s: no job IDs on stdin; nothing done", a)
+			return checkActOptions(a, &o)
+		}
+		ids = read
+	} else if len(ids) == 0 {
+		return Usagef("%s needs at least one job ID (or - to read them from stdin, or --state to select them)", a)
 	}
 	for _, id := range ids {
+		if id == "-" {
+			return Usagef("%s: - (read job IDs from stdin) must be the only argument", a)
+		}
 		if strings.HasPrefix(id, "-") && len(id) > 1 {
 			return Usagef("%s: flag %q after job IDs: put flags before the IDs", a, id)
 		}
@@ -95,6 +114,42 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 			return UsageError(err)
 		}
 	}
+	if err := checkActOptions(a, &o); err != nil {
+		return err
+	}
+	s, err := c.open()
+	if err != nil {
+		return err
+	}
+	res := newResolver(s)
+	failed := 0
+	var acted []string // resolved IDs, for the audit line
+	for _, arg := range ids {
+		id, err := res.resolve(arg)
+		if err != nil {
+			failed++
+			c.warnf("%v", err)
+			continue
+		}
+		acted = append(acted, id)
+		msg, err := c.act(s, a, id, o)
+		if err != nil {
+			failed++
+			c.warnf("%s: %v", id, err)
+			continue
+		}
+		fmt.Fprintf(c.Stdout, "%s: %s\n", id, msg)
+	}
+	c.audit(s, job.Audit{Command: string(a), JobIDs: acted, Count: len(ids), Failed: failed, Reason: o.Note})
+	if failed > 0 {
+		return silent("%s: %d of %d jobs failed", a, failed, len(ids))
+	}
+	return nil
+}
+
+// checkActOptions refuses options that do not fit action a, and fills in
+// the defaults.
+func checkActOptions(a Action, o *ActOptions) error {
 	if strings.ContainsAny(o.Note, "\n\r") {
 		return Usagef("--reason must be one line")
 	}
@@ -106,24 +161,6 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 	}
 	if o.Backoff <= 0 {
 		o.Backoff = 50 * time.Millisecond
-	}
-	s, err := c.open()
-	if err != nil {
-		return err
-	}
-	failed := 0
-	for _, id := range ids {
-		msg, err := c.act(s, a, id, o)
-		if err != nil {
-			failed++
-			c.warnf("%s: %v", id, err)
-			continue
-		}
-		fmt.Fprintf(c.Stdout, "%s: %s\n", id, msg)
-	}
-	c.audit(s, job.Audit{Command: string(a), JobIDs: ids, Failed: failed, Reason: o.Note})
-	if failed > 0 {
-		return silent("%s: %d of %d jobs failed", a, failed, len(ids))
 	}
 	return nil
 }
@@ -194,6 +231,9 @@ func (c *Ctl) locateAndAct(s *job.Spool, id string, o ActOptions, step func(job.
 		}
 		locs, err := s.LocateSettled(id, Actor)
 		if errors.Is(err, job.ErrNotFound) {
+			if o.only != nil {
+				return "", errLeft // gone since a filter selected it
+			}
 			return "", job.ErrNotFound // the caller names the job
 		}
 		if err != nil {
@@ -201,6 +241,9 @@ func (c *Ctl) locateAndAct(s *job.Spool, id string, o ActOptions, step func(job.
 		}
 		if len(locs) > 1 {
 			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
+		}
+		if o.only != nil && !contains(o.only, locs[0].State) {
+			return "", errLeft
 		}
 		msg, err := step(locs[0])
 		switch {

@@ -36,6 +36,9 @@ func (c *Ctl) History(args []string, o HistoryOptions) error {
 	if err != nil {
 		return err
 	}
+	if id, err = c.resolveOne(s, id); err != nil {
+		return err
+	}
 	locs, err := s.LocateSettled(id, Actor)
 	if err != nil {
 		return err

@@ -294,6 +294,9 @@ func (c *Ctl) Show(args []string) error {
 	if err != nil {
 		return err
 	}
+	if id, err = c.resolveOne(s, id); err != nil {
+		return err
+	}
 	// A job that moves while it is read (its directory vanishes, or its
 	// status and directory disagree for the moment of a claim or a
 	// commit) is read again; what stays is reported.
