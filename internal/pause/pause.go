@@ -38,6 +38,8 @@ const MaxFileSize = 4 << 10
 // MaxReasonLen bounds an operator's reason.
 const MaxReasonLen = 1000
 
+var errNotPauseFile = errors.New("not a pause file")
+
 // ErrKind reports a name that cannot be a job kind (job.KindPattern).
 var ErrKind = errors.New("invalid kind")
 
@@ -139,7 +141,7 @@ func Read(root, kind string) (*Entry, error) {
 	}
 	var e Entry
 	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("%s: not a pause file: %v", Path(root, kind), err)
+		return nil, fmt.Errorf("%s: %w: %v", Path(root, kind), errNotPauseFile, err)
 	}
 	e.Kind = kind // the name decides, as for the agents
 	return &e, nil
@@ -240,8 +242,12 @@ func List(root string) ([]Listed, []Ignored, error) {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // resumed meanwhile
+		case errors.Is(err, fsq.ErrTooLarge):
+			l.Problem = fmt.Sprintf("content unreadable: file too large (over %d bytes)", MaxFileSize)
+		case errors.Is(err, errNotPauseFile):
+			l.Problem = "content unreadable: not a pause file (JSON)"
 		case err != nil:
-			l.Problem = oneLine(err.Error())
+			l.Problem = "content unreadable: " + oneLine(err.Error())
 		default:
 			l.Entry = e
 		}
