@@ -182,15 +182,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The watch outlives ctx: released jobs are committed during the drain.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	// Paused kinds are known before the first claim (and before Ready).
+	stopPauses := a.watchPauses(watchCtx)
+	defer stopPauses()
 	watch := fsq.StartWatch(watchCtx, fsq.WatchConfig{
 		Dirs: []string{a.cfg.Spool.StateDir(job.Queued)}, Rescan: a.cfg.Rescan, NoNotify: a.cfg.NoNotify,
 		OnFallback: func(err error) { a.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans") },
 	})
 	defer watch.Stop()
 	go a.consume(watchCtx, watch.Events)
-	// Paused kinds are known before the first claim.
-	stopPauses := a.watchPauses(watchCtx)
-	defer stopPauses()
 
 	// Jobs run under runCtx, which outlives ctx by the drain timeout.
 	runCtx, stopRuns := context.WithCancelCause(context.Background())
