@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ func main() {
 	app := daemon.App("agentd", "farro worker daemon: claims and runs jobs", []cli.Flag{
 		&cli.StringFlag{Name: "id", EnvVars: []string{"FARRO_AGENT_ID"}, Required: true, Usage: "agent id (names in-progress/<id>/)"},
 		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces). Checked at start: missing or not executable exits with status 151. Unset: exec jobs are left queued, the built-in kinds run"},
+		&cli.StringFlag{Name: "kinds", EnvVars: []string{"FARRO_KINDS"}, Usage: "claim only these job kinds, comma separated (exec, noop, crawl.fetch, crawl.robots, source.check; crawl = crawl.fetch,crawl.robots). A kind without a handler here (exec without --exec, an unknown kind) exits with status 152. Unset or empty: every kind this agent has a handler for"},
 		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots (at least 1)"},
 		&cli.DurationFlag{Name: "timeout", Value: time.Hour, EnvVars: []string{"FARRO_TIMEOUT"}, Usage: "per-job timeout (0: none); kills the handler's process group"},
 		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval (positive)"},
@@ -44,6 +46,13 @@ func run(c *cli.Context) error {
 		return checkOnly(c, command)
 	}
 	log := logx.New(os.Stdout, "agentd/"+c.String("id"), c.String("log-level"))
+	var kinds []string // nil: every kind with a handler
+	if k := c.String("kinds"); k != "" {
+		var err error
+		if kinds, err = agent.ParseKinds(k); err != nil {
+			return err // refused before the spool is touched
+		}
+	}
 	outputMax, _ := agent.ParseSize(c.String("output-max")) // checked by validate
 	spool, err := daemon.OpenSpool(c.String("spool"), logx.StreamWarn(log))
 	if err != nil {
@@ -77,12 +86,15 @@ func run(c *cli.Context) error {
 		// refused (exit agent.ExitHandlerUnusable) rather than failing
 		// every exec job.
 		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
-	} else {
+	} else if kinds == nil {
 		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check); exec jobs are left queued")
+	}
+	if len(command) > 0 && kinds != nil && !slices.Contains(kinds, "exec") {
+		log.Warn().Strs("kinds", kinds).Msg("--exec (FARRO_EXEC) is ignored: exec is not in --kinds (FARRO_KINDS)")
 	}
 	a, err := agent.New(agent.Config{
 		Spool: spool, ID: c.String("id"),
-		Handlers:    handlers,
+		Handlers: handlers, Kinds: kinds,
 		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
 		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
 		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"), Log: log,
@@ -95,7 +107,7 @@ func run(c *cli.Context) error {
 		go func() {
 			select {
 			case <-a.Ready():
-				log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("exec", command).Msg("agentd ready")
+				log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("kinds", a.Kinds()).Strs("exec", command).Msg("agentd ready")
 				daemon.Ready(ctx, nil)
 			case <-ctx.Done():
 			}

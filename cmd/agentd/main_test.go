@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/agent"
+	"github.com/farro-dev/farro/internal/daemon"
 )
 
 func TestSplitExec(t *testing.T) {
@@ -33,5 +36,13 @@ func TestAgentFlagsInHandlerArgs(t *testing.T) {
 	want := []string{"--concurrency", "--id=w2", "--no-notify"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("agentFlagsIn = %q, want %q", got, want)
+	}
+}
+
+// The agent's own configuration errors (--kinds) exit with the status the
+// units list in RestartPreventExitStatus, like every other one.
+func TestAgentConfigStatusIsTheDaemons(t *testing.T) {
+	if agent.ExitConfig != daemon.ExitConfig {
+		t.Fatalf("agent.ExitConfig %d, daemon.ExitConfig %d", agent.ExitConfig, daemon.ExitConfig)
 	}
 }

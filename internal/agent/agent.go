@@ -40,7 +40,15 @@ type Config struct {
 	// OutageBackoffMax (default 30s).
 	OutageBackoff    time.Duration
 	OutageBackoffMax time.Duration
-	Log              zerolog.Logger
+	// Kinds, when not nil, are the only kinds claimed (agentd --kinds):
+	// the handlers of other kinds are dropped, and a kind of the list
+	// without a handler makes New fail with a *ConfigError.
+	Kinds []string
+	// PauseRescan is the longest time between two listings of paused/
+	// (queue-wide pauses of a kind); default 500ms. inotify events on
+	// paused/ are acted on at once.
+	PauseRescan time.Duration
+	Log         zerolog.Logger
 }
 
 // Agent runs jobs from one spool.
@@ -70,6 +78,14 @@ type Agent struct {
 	out     outages    // see outage.go
 	// noHandler: the kinds without a handler already logged.
 	noHandler sync.Map
+	// notListed: the kinds with a handler that Config.Kinds left out.
+	notListed map[string]bool
+	// paused: the kinds paused queue-wide (paused/), as last listed;
+	// pauseErr and pauseIgnored are what refreshPauses logged already
+	// (used by its goroutine alone).
+	paused       atomic.Pointer[map[string]bool]
+	pauseErr     bool
+	pauseIgnored map[string]bool
 }
 
 // Stop causes, for context.Cause.
@@ -113,6 +129,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.OutageBackoffMax < cfg.OutageBackoff {
 		cfg.OutageBackoffMax = max(defaultOutageBackoffMax, cfg.OutageBackoff)
 	}
+	if cfg.PauseRescan <= 0 {
+		cfg.PauseRescan = defaultPauseRescan
+	}
+	notListed, err := selectKinds(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	kinds := make([]string, 0, len(cfg.Handlers))
 	for kind := range cfg.Handlers {
 		kinds = append(kinds, kind)
@@ -130,8 +153,9 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
 		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
 		commitSem: make(chan struct{}, 4*cfg.Concurrency), abandon: make(chan struct{}),
-		durable: durability{lost: make(chan struct{})},
-		out:     outages{down: map[string]*outage{}},
+		durable:   durability{lost: make(chan struct{})},
+		out:       outages{down: map[string]*outage{}},
+		notListed: notListed,
 	}
 	a.idx.runnable, a.idx.onPark = a.runnable, a.parked
 	return a, nil
@@ -158,6 +182,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The watch outlives ctx: released jobs are committed during the drain.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	// Paused kinds are known before the first claim (and before Ready).
+	stopPauses := a.watchPauses(watchCtx)
+	defer stopPauses()
 	watch := fsq.StartWatch(watchCtx, fsq.WatchConfig{
 		Dirs: []string{a.cfg.Spool.StateDir(job.Queued)}, Rescan: a.cfg.Rescan, NoNotify: a.cfg.NoNotify,
 		OnFallback: func(err error) { a.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans") },

@@ -59,10 +59,10 @@ type outage struct {
 	since   time.Time
 }
 
-// runnable reports whether kind can run now: it has a handler and is not
-// blocked by an outage.
+// runnable reports whether kind can run now: it has a handler, is not
+// paused queue-wide (paused/) and is not blocked by an outage.
 func (a *Agent) runnable(kind string) bool {
-	if a.cfg.Handlers[kind] == nil {
+	if a.cfg.Handlers[kind] == nil || a.isPaused(kind) {
 		return false
 	}
 	a.out.mu.Lock()
@@ -78,6 +78,11 @@ func (a *Agent) parked(kind, id string) {
 		return
 	}
 	if _, seen := a.noHandler.LoadOrStore(kind, true); seen {
+		return
+	}
+	if a.notListed[kind] {
+		a.log.Info().Str("kind", kind).Str("job_id", id).Strs("kinds", a.Kinds()).
+			Msgf("kind %q is not in this agent's --kinds: its jobs are left queued for other agents; logged once", kind)
 		return
 	}
 	hint := ""

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/farro-dev/farro/internal/pause"
 	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
@@ -37,7 +38,8 @@ type Row struct {
 	Reason          string     `json:"reason"`
 	Error           string     `json:"error,omitempty"` // the last attempt's error
 	Dir             string     `json:"dir"`
-	Problem         string     `json:"problem,omitempty"` // unreadable, hostile, status/directory mismatch
+	Problem         string     `json:"problem,omitempty"`     // unreadable, hostile, status/directory mismatch
+	KindPaused      bool       `json:"kind_paused,omitempty"` // queued, of a kind paused queue-wide (farroctl pause)
 }
 
 // ListOptions are ls's flags.
@@ -54,8 +56,11 @@ func Rows(s *job.Spool, states []job.State) ([]Row, error) {
 	}
 	rows := make([]Row, 0, len(es))
 	lim := newLimits(s)
+	paused := pausedKinds(s.Root)
 	for _, e := range es {
-		rows = append(rows, row(e, lim))
+		r := row(e, lim)
+		r.KindPaused = r.Location == job.Queued && r.Status == job.Queued && paused[r.Kind]
+		rows = append(rows, r)
 	}
 	// incoming/ in claim order: highest priority first, oldest first.
 	// walk lists each state's entries together.
@@ -165,6 +170,9 @@ func (c *Ctl) List(o ListOptions) error {
 		}
 		if r.Problem != "" {
 			status, reason = "!"+string(r.Location), r.Problem
+		}
+		if r.KindPaused {
+			reason = "[kind paused] " + reason
 		}
 		if r.UpdatedAt != nil {
 			updated = r.UpdatedAt.UTC().Format(time.RFC3339)
@@ -382,15 +390,21 @@ type Stats struct {
 	Tmp     int               `json:"tmp"`     // entries in tmp/ (submits in flight or leftovers)
 	// OldestQueuedAge is the age in seconds (from created_at) of the
 	// oldest job in incoming/; null when there is none.
-	OldestQueuedAge *float64  `json:"oldest_queued_age_seconds"`
-	OldestQueuedID  string    `json:"oldest_queued_id,omitempty"`
-	At              time.Time `json:"at"`
+	OldestQueuedAge *float64 `json:"oldest_queued_age_seconds"`
+	OldestQueuedID  string   `json:"oldest_queued_id,omitempty"`
+	// PausedKinds are the kinds paused queue-wide (farroctl pause): no
+	// agent claims their queued jobs.
+	PausedKinds []string  `json:"paused_kinds"`
+	At          time.Time `json:"at"`
 }
 
 // Count computes the spool's statistics. Only incoming/ jobs are read (for
 // their created_at); the rest is counted from directory entries.
 func Count(s *job.Spool, now time.Time) (*Stats, error) {
-	st := &Stats{States: map[job.State]int{}, Agents: map[string]int{}, At: now}
+	st := &Stats{States: map[job.State]int{}, Agents: map[string]int{}, PausedKinds: []string{}, At: now}
+	if kinds, _, err := pause.Kinds(s.Root); err == nil && kinds != nil {
+		st.PausedKinds = kinds
+	}
 	for _, state := range job.States {
 		st.States[state] = 0
 	}
@@ -476,6 +490,9 @@ func (c *Ctl) Stats(jsonOut bool) error {
 		fmt.Fprintf(tw, "oldest queued\t%s\t(%s)\n", (time.Duration(*st.OldestQueuedAge * float64(time.Second))).Round(time.Millisecond), st.OldestQueuedID)
 	} else {
 		fmt.Fprintf(tw, "oldest queued\t-\n")
+	}
+	if len(st.PausedKinds) > 0 {
+		fmt.Fprintf(tw, "paused kinds\t%s\t(not claimed; farroctl resume KIND)\n", strings.Join(st.PausedKinds, ","))
 	}
 	return tw.Flush()
 }

@@ -26,6 +26,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_HEARTBEAT":            {"agentd"},
 	"FARRO_DRAIN_TIMEOUT":        {"agentd"},
 	"FARRO_KILL_GRACE":           {"agentd"},
+	"FARRO_KINDS":                {"agentd"},
 	"FARRO_OUTPUT_MAX":           {"agentd"},
 	"FARRO_MAX_ATTEMPTS":         {"managerd"},
 	"FARRO_BACKOFF_BASE":         {"managerd"},
