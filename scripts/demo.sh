@@ -104,12 +104,22 @@ echo "$done_n/${#ids[@]} jobs terminal after $elapsed ms ($((done_n * 1000 / (el
 
 say "farroctl stats"
 "$BIN/farroctl" stats
-say "history of the flaky job $flaky (failed once, retried, succeeded)"
-cat "$FARRO_SPOOL/completed/succeeded/$flaky/events.jsonl" 2>/dev/null || "$BIN/farroctl" show "$flaky"
-say "why the broken job $broken died"
-"$BIN/farroctl" show "$broken" | grep -E '"(status|attempts|reason|error)"' || true
-say "history of the slow job $slow (its agent was killed)"
-cat "$FARRO_SPOOL/completed/succeeded/$slow/events.jsonl" 2>/dev/null || "$BIN/farroctl" show "$slow"
+say "farroctl history $flaky   (the flaky job: failed once, retried, succeeded)"
+"$BIN/farroctl" history "$flaky"
+say "farroctl history $broken   (the broken job: out of attempts)"
+"$BIN/farroctl" history "$broken"
+say "farroctl logs --attempt 1 $broken   (what its first attempt printed)"
+"$BIN/farroctl" logs --attempt 1 "$broken" || true
+say "farroctl history $slow   (the slow job: its agent was SIGKILLed, watchdogd recovered it)"
+"$BIN/farroctl" history "$slow"
 
 [ "$done_n" -eq "${#ids[@]}" ] || { echo "demo: not every job finished" >&2; exit 1; }
 say "done; daemons stop now (logs in $LOGS)"
+cat <<NEXT
+Next, on this spool (export FARRO_SPOOL=$FARRO_SPOOL; the daemons are stopped, start them as in the README):
+  $BIN/farroctl ls --state killed                 # what died, and why
+  $BIN/farroctl retry $broken                     # run it again: same ID, attempts reset
+  $BIN/farroctl events --job $flaky               # the spool-wide event stream, one job
+  $BIN/farroctl rm --state succeeded              # a dry run: how many would go (add --all to do it)
+  $BIN/farroctl top                               # the live view, once daemons run
+NEXT

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/farro-dev/farro/pkg/fsq"
 )
 
 // FlagEnv lists every FARRO_* variable that sets a flag of a farro binary
@@ -44,18 +46,18 @@ var FlagEnv = map[string][]string{
 // OtherEnv lists the FARRO_* names that are farro's without setting a
 // flag: the environment agentd gives a job's handler (inherited by what
 // the handler starts, a daemon included), farro-pipeline.service's
-// command line (deploy/systemd), and the crash-test hooks of pkg/fsq
-// (read by binaries built with the crashpoints tag).
+// command line (deploy/systemd). The crash-test hooks of pkg/fsq
+// (fsq.CrashEnv) are known only to binaries built with the crash-point
+// tag: a release binary holds no trace of them.
 var OtherEnv = []string{
 	"FARRO_JOB_ID", "FARRO_JOB_DIR", "FARRO_ATTEMPT", "FARRO_CORRELATION_ID", "FARRO_CLAIM_TOKEN",
 	"FARRO_PIPELINE_ARGS",
-	"FARRO_CRASH_POINT", "FARRO_CRASH_SKIP", "FARRO_CRASH_MARK", "FARRO_CRASH_TRACE", "FARRO_DROP_EVENTS",
 }
 
 // KnownEnv reports whether name is a FARRO_* variable of some farro binary.
 func KnownEnv(name string) bool {
 	_, ok := FlagEnv[name]
-	return ok || slices.Contains(OtherEnv, name)
+	return ok || slices.Contains(OtherEnv, name) || slices.Contains(fsq.CrashEnv, name)
 }
 
 // UnknownVar is a FARRO_* variable of the environment that no farro
@@ -82,7 +84,7 @@ func UnknownEnv(environ []string) []UnknownVar {
 	for name := range FlagEnv {
 		known = append(known, name)
 	}
-	known = append(known, OtherEnv...)
+	known = append(append(known, OtherEnv...), fsq.CrashEnv...)
 	slices.Sort(known)
 	var out []UnknownVar
 	seen := map[string]bool{}

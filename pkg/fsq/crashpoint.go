@@ -6,6 +6,10 @@ package fsq
 // farro_crashpoints build tag. Release builds never are.
 const CrashPointsEnabled = false
 
+// CrashEnv lists the environment variables the crash-point build reads
+// (crashpoint_on.go); a release build reads none, and names none.
+var CrashEnv []string
+
 // CrashPoint names a point between two filesystem steps of a transaction
 // (e.g. "commit/rename:before", qualified by the target state as
 // "commit@succeeded/rename:before"). The crash-simulation harness

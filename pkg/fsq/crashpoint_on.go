@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// CrashEnv lists the environment variables this build reads (see
+// crashpoint.go; a release build has none).
+var CrashEnv = []string{"FARRO_CRASH_POINT", "FARRO_CRASH_SKIP", "FARRO_CRASH_MARK", "FARRO_CRASH_TRACE", "FARRO_DROP_EVENTS"}
+
 // CrashPointsEnabled reports whether this binary was built with the
 // farro_crashpoints build tag: this one was, for the crash-simulation
 // harness only.

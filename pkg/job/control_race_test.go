@@ -204,3 +204,35 @@ func TestHoldOnTheLastAttemptIsNotLost(t *testing.T) {
 		t.Fatalf("job %s attempts %d, want held with its attempt given back", j.Status, j.Attempts)
 	}
 }
+
+// A second hold that reached a running job as its agent was already
+// committing the first one travels into held/ with the job. The job is
+// where that request asks: an operator's release applies it (drops it)
+// and releases the job, instead of refusing for ever ("an operator's
+// request keeps it held"; the kill storm found one such job).
+func TestLateDuplicateHoldDoesNotPinTheJob(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	c := claim(t, s, "j1")
+	if err := s.RequestControl("w1", "j1", job.Control{Action: job.ControlHold}); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := c.PendingControl()
+	if err != nil || ctl == nil {
+		t.Fatalf("pending control %v, %v", ctl, err)
+	}
+	// The agent commits the hold; the duplicate is written after its
+	// check, so the commit carries it into held/.
+	if err := c.Commit(job.Held, "held by operator", func(j *job.Job) { ctl.Refund(j) }); err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, filepath.Join(s.JobDir(job.Held, "", "j1"), job.ControlFile))
+	if _, err := s.Move("j1", job.Held, job.Queued, "farroctl", "released", nil); err != nil {
+		t.Fatalf("release of a held job carrying a fulfilled hold: %v", err)
+	}
+	q := s.JobDir(job.Queued, "", "j1")
+	mustNotExist(t, filepath.Join(q, job.ControlFile))
+	if j := readJob(t, q); j.Status != job.Queued {
+		t.Fatalf("status %s after release", j.Status)
+	}
+}

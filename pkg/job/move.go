@@ -65,7 +65,10 @@ func (s *Spool) Move(id string, from, to State, actor, reason string, mutate fun
 	cto, creason, ctl, ok, present := pendingControl(src, from, j)
 	switch {
 	case ok && cto == from:
-		return nil, fmt.Errorf("move %s: %w: an operator's request keeps it %s", id, ErrState, from)
+		// The job is already where the request asks: a second request
+		// for the attempt whose first one put it here, written as its
+		// agent committed. It is fulfilled: dropped below, and the
+		// mover's plan (an operator's release, say) goes ahead.
 	case ok:
 		to, reason = cto, creason
 		mutate = func(nj *Job) error { ctl.Refund(nj); return nil } // a hold costs no attempt

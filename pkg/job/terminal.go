@@ -116,14 +116,14 @@ func (s *Spool) removeTerminal(id, actor, op, point string, check func(*Job) err
 		return nil, err
 	}
 	lock := s.LockPath(id)
-	fsq.CrashPoint(point + "/lock:before")
+	removeCrashPoint(point, "lock:before")
 	if err := fsq.TryLock(lock, NewOwner(actor, "").marshal()); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, id, err)
 	}
 	defer func() {
-		fsq.CrashPoint(point + "/unlock:before")
+		removeCrashPoint(point, "unlock:before")
 		_ = fsq.Unlock(lock)
-		fsq.CrashPoint(point + "/unlock:after")
+		removeCrashPoint(point, "unlock:after")
 	}()
 	j, src, err := s.readTerminal(id, []State{Succeeded, Killed})
 	if err != nil {
@@ -138,7 +138,7 @@ func (s *Spool) removeTerminal(id, actor, op, point string, check func(*Job) err
 	if point == "expire" {
 		trash = s.Path(TmpDir, id+".expired."+strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
-	fsq.CrashPoint(point + "/rename:before")
+	removeCrashPoint(point, "rename:before")
 	if err := fsq.Rename(src, trash); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, id, err)
 	}
@@ -147,7 +147,7 @@ func (s *Spool) removeTerminal(id, actor, op, point string, check func(*Job) err
 		why = "removed by retention"
 	}
 	s.StreamRemoval(j, actor, why)
-	fsq.CrashPoint(point + "/remove:before")
+	removeCrashPoint(point, "remove:before")
 	if err := fsq.RemoveAll(trash); err != nil {
 		// The job is gone from the spool; the sweep finishes the removal.
 		return j, fmt.Errorf("%s %s: removed from the spool, but %s is left for managerd's sweep: %w", op, id, trash, err)
@@ -184,4 +184,38 @@ func (s *Spool) readTerminal(id string, from []State) (*Job, string, error) {
 		return nil, "", err
 	}
 	return nil, "", fmt.Errorf("%w: is %s", ErrState, locs[0].State)
+}
+
+// removeCrashPoint marks removeTerminal's steps for test/crash, as
+// "remove/<step>" (rm) or "expire/<step>" (retention). Each name is
+// written out whole: the harness finds its points by their literal call
+// sites.
+func removeCrashPoint(point, step string) {
+	if point == "expire" {
+		switch step {
+		case "lock:before":
+			fsq.CrashPoint("expire/lock:before")
+		case "unlock:before":
+			fsq.CrashPoint("expire/unlock:before")
+		case "unlock:after":
+			fsq.CrashPoint("expire/unlock:after")
+		case "rename:before":
+			fsq.CrashPoint("expire/rename:before")
+		case "remove:before":
+			fsq.CrashPoint("expire/remove:before")
+		}
+		return
+	}
+	switch step {
+	case "lock:before":
+		fsq.CrashPoint("remove/lock:before")
+	case "unlock:before":
+		fsq.CrashPoint("remove/unlock:before")
+	case "unlock:after":
+		fsq.CrashPoint("remove/unlock:after")
+	case "rename:before":
+		fsq.CrashPoint("remove/rename:before")
+	case "remove:before":
+		fsq.CrashPoint("remove/remove:before")
+	}
 }
