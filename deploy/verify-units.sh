@@ -52,6 +52,9 @@ for u in "${units[@]}"; do
 	sed "s#^ExecStart=/usr/bin/#ExecStart=$tmp/bin/#" "$units_src/$u" >"$tmp/units/$u"
 done
 grep -h '^ExecStart=' "$tmp"/units/*.service | sed 's/^/    /'
+# The pipeline's report goes to the journal: it must be JSON log lines.
+grep -Eq '^ExecStart=/usr/bin/farroctl pipeline run --log-json( |$)' "$units_src/farro-pipeline.service" ||
+	die "farro-pipeline.service must run farroctl pipeline run --log-json (JSON log lines in the journal)"
 
 # The template is checked as written (systemd instantiates it as
 # agentd@i.service) and as the instance an operator would enable.

@@ -66,7 +66,15 @@ for _ in $(seq 1 1200); do
 done
 t1=$(date +%s%3N)
 grep -q '"state": "done"' "$FARRO_SPOOL/crawls/demo/crawl.json" || { echo "the crawl did not finish" >&2; exit 1; }
-echo "crawl done in $((t1 - t0)) ms; the site served $(wc -l <"$DIR/access.jsonl") requests"
+echo "crawl done in $((t1 - t0)) ms (as this script waited); the site served $(wc -l <"$DIR/access.jsonl") requests"
+# The rate is the crawl's own: pages fetched over its duration from start to
+# done (created_at to finished_at, elapsed_ms in crawl status --json).
+status=$("$BIN/farroctl" crawl status demo --json)
+fetched=$(printf '%s' "$status" | sed -n 's/.*"fetched":\([0-9]*\).*/\1/p')
+elapsed_ms=$(printf '%s' "$status" | sed -n 's/.*"elapsed_ms":\([0-9]*\).*/\1/p')
+{ [ -n "$fetched" ] && [ -n "$elapsed_ms" ]; } || { echo "crawl status --json lacks fetched or elapsed_ms" >&2; exit 1; }
+awk -v n="$fetched" -v ms="$elapsed_ms" 'BEGIN {
+	printf "crawl rate: %d pages in %.3f s from start to done = %.1f pages/s\n", n, ms / 1000, (ms > 0 ? n * 1000 / ms : 0) }'
 
 say "farroctl crawl status demo"
 "$BIN/farroctl" crawl status demo

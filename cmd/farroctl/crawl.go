@@ -137,7 +137,7 @@ a per-run budget reached pauses the crawl.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "crawl", Usage: "only crawl `NAME`"},
 			&cli.StringSliceFlag{Name: "status", Usage: "only domains in status `S`: pending, active, exhausted, blocked, unreachable"},
-			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by seed 004's priority score, computed now (docs/PIPELINE.md)"},
+			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by the domains' priority score (yield, pages left, errors, staleness), computed now (docs/PIPELINE.md)"},
 			jsonFlag,
 		},
 		Action: func(cc *cli.Context) error {

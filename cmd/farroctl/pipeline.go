@@ -104,6 +104,7 @@ Every next check gets a random jitter in [0, min(--jitter, --every/4)).`,
 			&cli.DurationFlag{Name: "refresh-interval", Value: pipeline.DefaultRefreshInterval, Usage: "exhausted domains of crawls are refreshed this long after their last response (0: never)"},
 			&cli.IntFlag{Name: "max-refresh", Value: pipeline.DefaultMaxRefresh, Usage: "domains refreshed per run (0: no cap)"},
 			jsonFlag,
+			&cli.BoolFlag{Name: "log-json", Usage: "print the report as JSON log lines in the daemons' format (one per check, acquisition and refresh, then a summary), for the journal"},
 		}
 	}
 	mode := func(m pipeline.Mode, usage string) *cli.Command {
@@ -116,7 +117,7 @@ Every next check gets a random jitter in [0, min(--jitter, --every/4)).`,
 				return c(cc).Pipeline(ctl.PipelineOptions{
 					Mode: m, DryRun: cc.Bool("dry-run"), MaxSources: cc.Int("max-sources"), MaxPerDomain: cc.Int("max-per-domain"),
 					MinDomainInterval: cc.Duration("min-domain-interval"), RefreshInterval: cc.Duration("refresh-interval"),
-					MaxRefresh: cc.Int("max-refresh"), JSON: cc.Bool("json"),
+					MaxRefresh: cc.Int("max-refresh"), JSON: cc.Bool("json"), LogJSON: cc.Bool("log-json"),
 				})
 			},
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -52,10 +51,18 @@ type CrawlSummary struct {
 	HTTPStatus   map[string]int64           `json:"http_status"`
 	// JobStates counts the crawl's jobs (URL and robots.txt) per spool state.
 	JobStates map[job.State]int `json:"job_states,omitempty"`
-	// Rate: URLs finished during the last minute, per second.
-	RatePerSecond float64          `json:"rate_per_second"`
-	PerDomain     []*DomainSummary `json:"per_domain,omitempty"`
-	At            time.Time        `json:"at"`
+	// Rate: URLs finished per second over the last minute of the current
+	// run's running time (shorter for a run younger than a minute; ending
+	// at finished_at for a finished crawl), RateWindowS long (crawlRate).
+	RatePerSecond float64 `json:"rate_per_second"`
+	RateWindowS   float64 `json:"rate_window_s"`
+	// ElapsedMS is the crawl's own duration: created_at to finished_at
+	// (to now while unfinished).
+	ElapsedMS int64 `json:"elapsed_ms"`
+	// AveragePerSecond is fetched over the crawl's own duration.
+	AveragePerSecond float64          `json:"average_per_second"`
+	PerDomain        []*DomainSummary `json:"per_domain,omitempty"`
+	At               time.Time        `json:"at"`
 }
 
 // DomainSummary is one row of the domain-status table (seed 004 section
@@ -145,7 +152,13 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 	if fr, err := st.LoadFrontier(); err == nil {
 		sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid = fr.OutOfScope, fr.TooDeep, fr.Duplicates, fr.Invalid
 	}
-	sum.RatePerSecond = recentRate(st.Path(crawl.OutcomesFile), now, time.Minute)
+	rate, window := crawlRate(st, cr, now)
+	sum.RatePerSecond, sum.RateWindowS = rate, window.Seconds()
+	elapsed := crawlElapsed(cr, now)
+	sum.ElapsedMS = elapsed.Milliseconds()
+	if elapsed > 0 {
+		sum.AveragePerSecond = float64(sum.Fetched) / elapsed.Seconds()
+	}
 	if full {
 		sum.JobStates = map[job.State]int{}
 		for _, s := range job.States {
@@ -157,48 +170,6 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 		}
 	}
 	return sum, nil
-}
-
-// recentRate counts the outcomes recorded during the last window (reading
-// the tail of outcomes.jsonl) and returns them per second.
-func recentRate(path string, now time.Time, window time.Duration) float64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0
-	}
-	const tail = 4 << 20
-	off := max(fi.Size()-tail, 0)
-	buf := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
-		return 0
-	}
-	lines := strings.Split(string(buf), "\n")
-	if off > 0 && len(lines) > 0 {
-		lines = lines[1:]
-	}
-	since := now.Add(-window)
-	n := 0
-	for i := len(lines) - 1; i >= 0; i-- {
-		var o struct {
-			Time    time.Time `json:"time"`
-			Outcome string    `json:"outcome"`
-		}
-		if json.Unmarshal([]byte(lines[i]), &o) != nil {
-			continue
-		}
-		if o.Time.Before(since) {
-			break
-		}
-		if o.Outcome != crawl.OutcomeRobotsDenied {
-			n++
-		}
-	}
-	return float64(n) / window.Seconds()
 }
 
 // CrawlStatus prints one crawl's progress.
@@ -235,7 +206,8 @@ func (c *Ctl) CrawlStatus(name string, jsonOut bool) error {
 	fmt.Fprintf(tw, "pending\t%d\n", sum.Pending)
 	fmt.Fprintf(tw, "in flight\t%d\n", sum.InFlight)
 	fmt.Fprintf(tw, "dropped links\t%d out of scope, %d too deep, %d duplicates, %d invalid\n", sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid)
-	fmt.Fprintf(tw, "rate\t%.2f URLs/s (last minute)\n", sum.RatePerSecond)
+	fmt.Fprintf(tw, "rate\t%.2f URLs/s (over the last %s of running time); %.2f pages/s fetched over the crawl's %s\n", sum.RatePerSecond,
+		time.Duration(sum.RateWindowS*float64(time.Second)).Round(time.Second), sum.AveragePerSecond, time.Duration(sum.ElapsedMS)*time.Millisecond)
 	var js []string
 	for _, s := range job.States {
 		if n := sum.JobStates[s]; n > 0 {

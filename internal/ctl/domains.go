@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -123,15 +122,8 @@ func (c *Ctl) DomainShow(name, domain string) error {
 	if err != nil {
 		return err
 	}
-	dn, err := canonicalDomain(cr, domain)
+	_, d, err := resolveDomain(st, cr, domain)
 	if err != nil {
-		return err
-	}
-	d, err := st.LoadDomain(dn)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("crawl %s has no domain %s", name, dn)
-		}
 		return err
 	}
 	out := struct {
@@ -155,15 +147,8 @@ func (c *Ctl) DomainReset(name, domain string) (err error) {
 	if err != nil {
 		return err
 	}
-	dn, err := canonicalDomain(cr, domain)
+	dn, d, err := resolveDomain(st, cr, domain)
 	if err != nil {
-		return err
-	}
-	d, err := st.LoadDomain(dn)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("crawl %s has no domain %s", name, dn)
-		}
 		return err
 	}
 	l, err := crawl.TryFlock(st.Path(crawl.FrontierLock))

@@ -25,6 +25,10 @@ type PipelineOptions struct {
 	RefreshInterval   time.Duration
 	MaxRefresh        int
 	JSON              bool
+	// LogJSON prints the report as log lines in the daemons' format
+	// (one per check, acquisition, refresh, and a summary), for the
+	// journal; see logReport.
+	LogJSON bool
 }
 
 // Pipeline does one pipeline run (docs/PIPELINE.md) and prints its
@@ -33,6 +37,38 @@ func (c *Ctl) Pipeline(o PipelineOptions) error {
 	if o.MaxSources < 0 || o.MaxPerDomain < 0 || o.MinDomainInterval < 0 || o.RefreshInterval < 0 || o.MaxRefresh < 0 {
 		return Usagef("pipeline %s: limits and intervals must not be negative", o.Mode)
 	}
+	if o.JSON && o.LogJSON {
+		return Usagef("pipeline %s: --json and --log-json exclude each other", o.Mode)
+	}
+	rep, err := c.pipelineRun(o)
+	if err != nil {
+		if o.LogJSON {
+			logRunError(c.Stdout, o.Mode, err)
+			return silent("pipeline %s: %v", o.Mode, err)
+		}
+		return err
+	}
+	switch {
+	case o.LogJSON:
+		logReport(c.Stdout, rep)
+	case o.JSON:
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(c.Stdout, "%s\n", b)
+	default:
+		printReport(c.Stdout, rep)
+	}
+	if !o.LogJSON {
+		for _, p := range rep.Problems {
+			c.warnf("%s: %s", p.File, p.Error)
+		}
+	}
+	if rep.Errors > 0 || len(rep.Problems) > 0 {
+		return silent("pipeline %s: %d errors, %d unreadable source files", o.Mode, rep.Errors, len(rep.Problems))
+	}
+	return nil
+}
+
+func (c *Ctl) pipelineRun(o PipelineOptions) (*pipeline.Report, error) {
 	var sp *job.Spool
 	var err error
 	if o.DryRun {
@@ -41,28 +77,12 @@ func (c *Ctl) Pipeline(o PipelineOptions) error {
 		sp, err = c.open()
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep, err := pipeline.Run(sp, pipeline.RunOptions{
+	return pipeline.Run(sp, pipeline.RunOptions{
 		Mode: o.Mode, DryRun: o.DryRun, RefreshInterval: o.RefreshInterval, MaxRefresh: o.MaxRefresh, Now: c.now(),
 		Politeness: pipeline.Politeness{MaxSources: o.MaxSources, MaxPerDomain: o.MaxPerDomain, MinDomainInterval: o.MinDomainInterval},
 	})
-	if err != nil {
-		return err
-	}
-	if o.JSON {
-		b, _ := json.Marshal(rep)
-		fmt.Fprintf(c.Stdout, "%s\n", b)
-	} else {
-		printReport(c.Stdout, rep)
-	}
-	for _, p := range rep.Problems {
-		c.warnf("%s: %s", p.File, p.Error)
-	}
-	if rep.Errors > 0 || len(rep.Problems) > 0 {
-		return silent("pipeline %s: %d errors, %d unreadable source files", o.Mode, rep.Errors, len(rep.Problems))
-	}
-	return nil
 }
 
 func printReport(w io.Writer, rep *pipeline.Report) {
@@ -119,6 +139,8 @@ type SourceStatus struct {
 	*source.Source
 	State      string      `json:"state"`
 	CrawlState crawl.State `json:"crawl_state,omitempty"`
+	// CheckJob is the job checking a due source (state "checking ...").
+	CheckJob *CheckJob `json:"check_job,omitempty"`
 }
 
 // PipelineStatus shows every source's state and schedule, and the
@@ -135,7 +157,8 @@ func (c *Ctl) PipelineStatus(refreshInterval time.Duration, jsonOut bool) error 
 	now := c.now()
 	rows := make([]SourceStatus, 0, len(srcs))
 	for _, s := range srcs {
-		r := SourceStatus{Source: s, State: SourceState(s, now)}
+		r := SourceStatus{Source: s}
+		r.State, r.CheckJob = sourceStateWithJob(sp, s, now)
 		if st, err := crawl.Open(sp, s.Crawl); err == nil && st.Exists() {
 			if cr, err := st.Load(); err == nil {
 				r.CrawlState = cr.State
@@ -174,7 +197,7 @@ func (c *Ctl) PipelineStatus(refreshInterval time.Duration, jsonOut bool) error 
 			if r.CrawlState != "" {
 				cs = r.Crawl + " (" + string(r.CrawlState) + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.State, r.Domain, fmtNext(r.NextCheckAfter, now),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, stateText(r.State, r.CheckJob), r.Domain, fmtNext(r.NextCheckAfter, now),
 				dash(string(r.LastOutcome)), r.ConsecutiveFailures, fmtTime(r.LastChangedAt), fmtTime(r.LastAcquiredAt), cs)
 		}
 		if err := tw.Flush(); err != nil {
