@@ -7,8 +7,13 @@
 #   3. the maintainer scripts (dpkg-deb -e): conffiles, md5sums, shell
 #      syntax, and a dry run of postinst/prerm/postrm with stub commands
 #      (what they call, and that nothing ever removes the spool);
-#   4. the contents: man pages render, completion scripts load in bash,
-#      the programs run and report the package's version;
+#   4. the contents: man pages render (without warnings, with their EXIT
+#      STATUS, SIGNALS, ENVIRONMENT and FILES sections), completion scripts
+#      load in bash, the programs run and report the package's version,
+#      their --help names the installed paths; the documents: every file
+#      README.md links to is in /usr/share/doc/farro/ (at its repository
+#      path, possibly .gz), and README.md links to nothing outside the
+#      repository;
 #   5. lintian, when installed: no errors (warnings are printed);
 #   6. with --chroot DIR (a Debian root, e.g. from debootstrap; needs root):
 #      installs the package there with its dependencies (apt-get), checks
@@ -81,10 +86,14 @@ expected=$(
 0644 ./usr/share/bash-completion/completions/farroctl
 0644 ./usr/share/bash-completion/completions/managerd
 0644 ./usr/share/bash-completion/completions/watchdogd
-0644 ./usr/share/doc/farro/ARCHITECTURE.md.gz
-0644 ./usr/share/doc/farro/FARROCTL.md.gz
 0644 ./usr/share/doc/farro/README.md.gz
-0644 ./usr/share/doc/farro/SYSTEMD.md.gz
+0644 ./usr/share/doc/farro/deploy/systemd/README.md.gz
+0644 ./usr/share/doc/farro/docs/ARCHITECTURE.md.gz
+0644 ./usr/share/doc/farro/docs/CRAWL.md.gz
+0644 ./usr/share/doc/farro/docs/FARROCTL.md.gz
+0644 ./usr/share/doc/farro/docs/PIPELINE.md.gz
+0644 ./usr/share/doc/farro/docs/RELIABILITY.md.gz
+0644 ./usr/share/doc/farro/spool/README.md.gz
 0644 ./usr/share/doc/farro/changelog.gz
 0644 ./usr/share/doc/farro/copyright
 0644 ./usr/share/doc/farro/examples/agentd-w1.env
@@ -194,8 +203,17 @@ for p in agentd managerd watchdogd farroctl; do
 	# The packaged default spool is the units' one, not ./spool.
 	out=$(env -u FARRO_SPOOL "$data/usr/bin/$p" --help 2>&1) || true
 	[[ $out == *'(default: "/var/spool/farro")'* ]] || die "$p --help does not give /var/spool/farro as the default spool"
+	[[ $out == *'/usr/share/doc/farro/'* ]] || die "$p --help does not name the installed documents (/usr/share/doc/farro/)"
+	if [ "$p" = farroctl ]; then
+		[[ $out == *'/etc/farro/farro.env'* ]] || die "farroctl --help does not name /etc/farro/farro.env"
+	fi
 	gzip -t "$data/usr/share/man/man1/$p.1.gz" || die "$p.1.gz is not gzip"
-	zcat "$data/usr/share/man/man1/$p.1.gz" | grep -q "^\.TH ${p^^} 1" || die "$p.1.gz: no .TH header for section 1"
+	zcat "$data/usr/share/man/man1/$p.1.gz" >"$tmp/$p.1"
+	grep -q "^\.TH ${p^^} 1" "$tmp/$p.1" || die "$p.1.gz: no .TH header for section 1"
+	for sec in 'EXIT STATUS' SIGNALS ENVIRONMENT FILES; do
+		grep -qx "\.SH $sec" "$tmp/$p.1" || die "$p.1.gz: no $sec section"
+	done
+	grep -q '/usr/share/doc/farro/README\.md\.gz' "$tmp/$p.1" || die "$p.1.gz does not name /usr/share/doc/farro/README.md.gz"
 	if command -v man >/dev/null 2>&1; then
 		warn=$(MANWIDTH=80 man --warnings -l "$data/usr/share/man/man1/$p.1.gz" 2>&1 >/dev/null) || die "man $p failed"
 		[ -z "$warn" ] || die "man $p: $warn"
@@ -217,6 +235,24 @@ done
 grep -q '^u *farro ' "$data/usr/lib/sysusers.d/farro.conf" || die "sysusers.d entry has no farro user"
 grep -q '^d */var/spool/farro *0750 *farro *farro' "$data/usr/lib/tmpfiles.d/farro.conf" || die "tmpfiles.d entry does not make the spool"
 say "contents: programs run ($version), man pages, completions, config fine"
+
+# The documents README.md links to, and no link out of the repository.
+doc=$data/usr/share/doc/farro
+[ -f "$doc/README.md.gz" ] || die "no /usr/share/doc/farro/README.md.gz"
+zcat "$doc/README.md.gz" >"$tmp/README.md"
+cmp -s "$tmp/README.md" "$repo/README.md" || die "the packaged README.md is not the repository's"
+links=$("$repo/deploy/deb/doc-links.sh" --local "$tmp/README.md") || die "cannot read README.md's links"
+[ -n "$links" ] || die "README.md has no relative links (the parser is broken?)"
+missing=
+for l in $links; do
+	[ -f "$doc/$l" ] || [ -f "$doc/$l.gz" ] || missing="$missing $l"
+done
+[ -z "$missing" ] || die "README.md links to files the package lacks under /usr/share/doc/farro/:$missing"
+external=$("$repo/deploy/deb/doc-links.sh" --external "$tmp/README.md" |
+	grep -Ev '^https://github\.com/farro-dev/farro([/#].*)?$' || true)
+[ -z "$external" ] || die "README.md links outside the repository: $(echo $external)"
+for f in "$doc"/docs/*.md.gz; do gzip -t "$f" || die "$f is not gzip"; done
+say "documents: the $(echo $links | wc -w) files README.md links to are in /usr/share/doc/farro/; no external links"
 
 # 5. lintian.
 if command -v lintian >/dev/null 2>&1; then

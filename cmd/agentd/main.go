@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,10 +21,18 @@ import (
 )
 
 func main() {
+	app := newApp()
+	args, handlerArgs := splitExec(os.Args)
+	app.Metadata["exec-args"] = handlerArgs
+	daemon.Exit("agentd", daemon.Run(app, args))
+}
+
+// newApp builds the command: flags, configuration check, man page.
+func newApp() *cli.App {
 	app := daemon.App("agentd", "farro worker daemon: claims and runs jobs", []cli.Flag{
 		&cli.StringFlag{Name: "id", EnvVars: []string{"FARRO_AGENT_ID"}, Required: true, Usage: "agent id (names in-progress/<id>/)"},
-		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces). Checked at start: missing or not executable exits with status 151. Unset: exec jobs are left queued, the built-in kinds run"},
-		&cli.StringFlag{Name: "kinds", EnvVars: []string{"FARRO_KINDS"}, Usage: "claim only these job kinds, comma separated (exec, noop, crawl.fetch, crawl.robots, source.check; crawl = crawl.fetch,crawl.robots). A kind without a handler here (exec without --exec, an unknown kind) exits with status 152. Unset or empty: every kind this agent has a handler for"},
+		&cli.StringFlag{Name: "exec", EnvVars: []string{"FARRO_EXEC"}, Usage: "command run for exec jobs; everything after it on the command line is its arguments (FARRO_EXEC: split on spaces). Checked at start: missing or not executable exits with status " + strconv.Itoa(agent.ExitHandlerUnusable) + ". Unset: exec jobs are left queued, the built-in kinds run"},
+		&cli.StringFlag{Name: "kinds", EnvVars: []string{"FARRO_KINDS"}, Usage: "claim only these job kinds, comma separated (exec, noop, crawl.fetch, crawl.robots, source.check; crawl = crawl.fetch,crawl.robots). A kind without a handler here (exec without --exec, an unknown kind) exits with status " + strconv.Itoa(daemon.ExitConfig) + ". Unset or empty: every kind this agent has a handler for"},
 		&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: []string{"FARRO_CONCURRENCY"}, Usage: "worker slots (at least 1)"},
 		&cli.DurationFlag{Name: "timeout", Value: time.Hour, EnvVars: []string{"FARRO_TIMEOUT"}, Usage: "per-job timeout (0: none); kills the handler's process group"},
 		&cli.DurationFlag{Name: "heartbeat", Value: 2 * time.Second, EnvVars: []string{"FARRO_HEARTBEAT"}, Usage: "heartbeat interval (positive)"},
@@ -34,10 +43,9 @@ func main() {
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 	}, run)
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
-	args, handlerArgs := splitExec(os.Args)
-	app.Metadata["exec-args"] = handlerArgs
 	daemon.SetValidator(app, validate)
-	daemon.Exit("agentd", daemon.Run(app, args))
+	addMan(app)
+	return app
 }
 
 func run(c *cli.Context) error {

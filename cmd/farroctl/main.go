@@ -16,17 +16,6 @@ import (
 	"github.com/farro-dev/farro/internal/daemon"
 )
 
-const description = `Flags go before arguments, and --spool before the command.
-
-Exit codes:
-   0  success (fsck: the spool is clean, or --repair fixed every finding)
-   1  operational error: job not found, duplicate ID, busy lock, I/O error,
-      some of several IDs failed, fsck findings left
-   2  usage error or invalid input: unknown flag or command, unsafe ID,
-      invalid or oversized prompt, unknown kind or state
-
-Errors go to stderr, one line each, prefixed "farroctl: ". See docs/FARROCTL.md.`
-
 func main() {
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
@@ -68,8 +57,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Name:            "farroctl",
 		Usage:           "operate a farro spool: submit, inspect, control and check jobs",
 		Version:         daemon.Version,
-		Description:     description,
-		Flags:           []cli.Flag{daemon.SpoolFlag},
+		Description:     description(),
+		Flags:           []cli.Flag{spoolFlag()},
 		Reader:          stdin,
 		Writer:          stdout,
 		ErrWriter:       stderr,
@@ -258,6 +247,7 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 	app.Commands = append(app.Commands, jobIDsCommand(c))
 	app.Commands = append(app.Commands, pauseCommands(c, usageErr)...)
 	daemon.SpoolAnywhere(app.Commands)
+	daemon.SetMan(app, manPage())
 	return app
 }
 

@@ -18,7 +18,9 @@
 #   /etc/farro/farro.env (conffile)
 #   /usr/share/man/man1/*.1.gz (generated from the CLI definitions)
 #   /usr/share/bash-completion/completions/*, /usr/share/zsh/vendor-completions/_*
-#   /usr/share/doc/farro/ (copyright, changelog, README, FARROCTL, examples)
+#   /usr/share/doc/farro/ (copyright, changelog, examples, and the documents in
+#     the repository's layout, gzip-compressed: README.md.gz, docs/*.md.gz and
+#     every other file README.md links to, so that its links still resolve)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -52,6 +54,8 @@ export CGO_ENABLED=1
 ldflags="-s -w -X github.com/farro-dev/farro/internal/daemon.Version=$version"
 ldflags="$ldflags -X github.com/farro-dev/farro/internal/daemon.DefaultSpool=/var/spool/farro"
 ldflags="$ldflags -X github.com/farro-dev/farro/internal/daemon.EnvFile=/etc/farro/farro.env"
+# --help and the man pages name the installed documents (daemon.DocPath).
+ldflags="$ldflags -X github.com/farro-dev/farro/internal/daemon.DocDir=/usr/share/doc/farro"
 buildflags=(-trimpath -buildmode=pie)
 compress=(-Zxz)
 if [ "${DEB_FAST:-}" = 1 ]; then
@@ -85,11 +89,21 @@ chmod 0644 "$root"/usr/share/man/man1/* "$root"/usr/share/bash-completion/comple
 
 doc=usr/share/doc/farro
 inst 0644 "$here/copyright" "$doc/copyright"
-for f in README.md docs/FARROCTL.md docs/ARCHITECTURE.md; do
-	install -d "$root/$doc"
-	gzip -9n <"$repo/$f" >"$root/$doc/$(basename "$f").gz"
+# The documents: README.md, every docs/*.md and every file README.md links
+# to (deploy/deb/doc-links.sh), at their repository paths, each compressed
+# (gzip -9n: Debian policy wants it beyond 4 KiB; all of them, so that
+# their installed names are predictable: daemon.DocPath).
+docs=$({
+	echo README.md
+	(cd "$repo" && ls docs/*.md)
+	(cd "$repo" && "$here/doc-links.sh" --local README.md)
+} | awk '!seen[$0]++')
+for f in $docs; do
+	[ -f "$repo/$f" ] || { echo "build-deb: README.md links to $f, which is not a file" >&2; exit 1; }
+	install -d "$root/$doc/$(dirname "$f")"
+	gzip -9n <"$repo/$f" >"$root/$doc/$f.gz"
+	chmod 0644 "$root/$doc/$f.gz"
 done
-gzip -9n <"$repo/deploy/systemd/README.md" >"$root/$doc/SYSTEMD.md.gz"
 for f in managerd.env watchdogd.env agentd-w1.env; do
 	inst 0644 "$repo/deploy/env/$f" "$doc/examples/$f"
 done

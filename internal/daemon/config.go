@@ -43,7 +43,7 @@ func Configf(format string, a ...any) error {
 // CheckConfigFlag is --check-config: validate everything and exit.
 var CheckConfigFlag = &cli.BoolFlag{
 	Name:  "check-config",
-	Usage: "check the flags, the FARRO_* environment and the spool (agentd: the exec handler too), print \"NAME: configuration OK\" and exit without starting (exit 152 on a configuration error)",
+	Usage: "check the flags, the FARRO_* environment and the spool (agentd: the exec handler too), print \"NAME: configuration OK\" and exit without starting (exit " + strconv.Itoa(ExitConfig) + " on a configuration error)",
 }
 
 // CheckOnly reports whether the daemon runs for --check-config: its

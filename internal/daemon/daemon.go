@@ -145,6 +145,8 @@ func App(name, usage string, flags []cli.Flag, action cli.ActionFunc) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error { return usageError(c.App, err) }
+	SetMan(app, DaemonMan(name))
+	app.Description = daemonDescription(app)
 	return app
 }
 

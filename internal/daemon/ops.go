@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -111,34 +110,4 @@ func writer(app *cli.App) io.Writer {
 		return app.Writer
 	}
 	return os.Stdout
-}
-
-// WriteMan prints app's man page (section 1), generated from its
-// definition.
-func WriteMan(w io.Writer, app *cli.App) error {
-	if app.UsageText == "" && app.Name != "farroctl" {
-		app.UsageText = app.Name + " [OPTIONS]"
-	}
-	page, err := app.ToMan()
-	if err != nil {
-		return err
-	}
-	// Section 1 (user commands), the version as the source, no date: the
-	// page is the same for every build of one version.
-	page = strings.Replace(page, `.TH `+app.Name+` 8`,
-		fmt.Sprintf(`.TH %s 1 "" "farro %s" "farro manual"`, strings.ToUpper(app.Name), Version), 1)
-	var env strings.Builder
-	for _, f := range app.Flags {
-		ef, ok := f.(interface{ GetEnvVars() []string })
-		if !ok || len(ef.GetEnvVars()) == 0 {
-			continue
-		}
-		fmt.Fprintf(&env, ".TP\n\\fB%s\\fP\nsets \\-\\-%s\n", ef.GetEnvVars()[0], f.Names()[0])
-	}
-	if env.Len() > 0 {
-		page += "\n.SH ENVIRONMENT\n" + env.String()
-	}
-	page += "\n.SH SEE ALSO\n\\fBfarroctl\\fP(1), \\fBagentd\\fP(1), \\fBmanagerd\\fP(1), \\fBwatchdogd\\fP(1); /usr/share/doc/farro/README.md\n"
-	_, err = io.WriteString(w, page)
-	return err
 }
