@@ -73,6 +73,13 @@ func run(c *cli.Context, stdout io.Writer) error {
 		return err
 	}
 	defer reg.Release()
+	var subs *manager.SubmissionTail
+	if daemon.MetricsEnabled(c) {
+		if subs, err = manager.NewSubmissionTail(spool, nil); err != nil {
+			log.Error().Err(err).Msg("cannot read the event stream")
+			return err
+		}
+	}
 	return daemon.Serve(c.Context, log, "managerd", func(ctx context.Context) error {
 		var m *manager.Manager
 		cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }
@@ -84,6 +91,20 @@ func run(c *cli.Context, stdout io.Writer) error {
 					func(err error) { log.Warn().Err(err).Msg("metrics spool view") })
 			}()
 			defer func() { <-vdone }()
+			// farro_submitted_total: submissions read from the event stream,
+			// from where it ended before the endpoint answered.
+			sdone := make(chan struct{})
+			go func() {
+				defer close(sdone)
+				var last string // one line per distinct error, not one a second
+				subs.Run(ctx, time.Second, func(err error) {
+					if err.Error() != last {
+						last = err.Error()
+						log.Warn().Err(err).Msg("metrics submissions: an event stream segment cannot be read")
+					}
+				})
+			}()
+			defer func() { <-sdone }()
 		}
 		var fdone chan error
 		if c.Bool("frontier") {

@@ -509,7 +509,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	metrics.CommitDone(time.Since(commitStart))
+	metrics.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
 	l.Transition(c.Envelope().Lifecycle, job.InProgress)
 }
 

@@ -55,5 +55,5 @@ func runFinished(c *job.Claimed, start time.Time) {
 	case job.Queued:
 		outcome = metrics.OutcomeReleased
 	}
-	metrics.RunFinished(outcome, time.Since(start))
+	metrics.RunFinished(c.Envelope().Lifecycle.Kind, outcome, time.Since(start))
 }

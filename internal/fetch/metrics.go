@@ -5,17 +5,18 @@ import (
 	"github.com/farro-dev/farro/internal/metrics"
 )
 
-// count records one crawl.fetch attempt in agentd's metrics: a page by
+// count records one crawl.fetch attempt of crawl art.Crawl (opened, so an
+// existing crawl) in agentd's metrics: a page by
 // status class and its body bytes, a network failure (status 0), or a URL
 // robots.txt kept us from fetching. Other refusals (bad URL, private
 // address) are not fetches and are not counted.
 func count(art *crawl.Artifact) {
 	switch {
 	case art.Outcome == crawl.OutcomeFetched:
-		metrics.CrawlFetched(art.HTTPStatus, art.BodyBytes)
+		metrics.CrawlFetched(art.Crawl, art.HTTPStatus, art.BodyBytes)
 	case art.Outcome == crawl.OutcomeNetworkError:
-		metrics.CrawlFetched(0, 0)
+		metrics.CrawlFetched(art.Crawl, 0, 0)
 	case art.Outcome == crawl.OutcomeRefused && art.ErrorCode == crawl.ErrCodeRobots:
-		metrics.CrawlRobotsDenied()
+		metrics.CrawlRobotsDenied(art.Crawl)
 	}
 }

@@ -96,14 +96,15 @@ func TestCrawlSite(t *testing.T) {
 	if err := st.Create(cfg); err != nil {
 		t.Fatal(err)
 	}
-	// While the crawl runs, the metrics snapshot counts its domains, with
-	// every status present.
+	// While the crawl runs, the metrics snapshot counts its domains under
+	// its name, with every status present, and no other crawl.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got, total := e.fr.DomainCounts(), 0
+		all, total := e.fr.DomainCounts(), 0
+		got := all[st.Name]
 		for _, n := range got {
 			total += n
 		}
-		if total > 0 && len(got) == len(crawl.DomainStatuses) {
+		if total > 0 && len(got) == len(crawl.DomainStatuses) && len(all) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

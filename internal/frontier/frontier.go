@@ -83,21 +83,22 @@ type Frontier struct {
 	busy map[string]time.Time
 	// rediscover: crawls/ changed (a crawl was created).
 	rediscover bool
-	// domainCounts: domains by status over all crawls, recounted from
-	// memory at most once a second, read by metrics scrapes.
-	domainCounts atomic.Pointer[map[string]int]
+	// domainCounts: domains by crawl and status, recounted from memory at
+	// most once a second, read by metrics scrapes.
+	domainCounts atomic.Pointer[map[string]map[string]int]
 	lastCount    time.Time
 }
 
-// DomainCounts returns how many domains of the crawls this frontier is
-// running now (running or paused; a done or cancelled crawl's domains are
-// no longer counted) are in each status. It reads a snapshot: safe from any goroutine, and
-// as cheap with a million domains as with ten.
-func (f *Frontier) DomainCounts() map[string]int {
+// DomainCounts returns, for each crawl this frontier is running now
+// (running or paused; a done or cancelled crawl is no longer listed), how
+// many of its domains are in each status (every status, zeros included).
+// It reads a snapshot: safe from any goroutine, and as cheap with a
+// million domains as with ten.
+func (f *Frontier) DomainCounts() map[string]map[string]int {
 	if m := f.domainCounts.Load(); m != nil {
 		return *m
 	}
-	return map[string]int{}
+	return map[string]map[string]int{}
 }
 
 func (f *Frontier) countDomains(now time.Time) {
@@ -105,14 +106,16 @@ func (f *Frontier) countDomains(now time.Time) {
 		return
 	}
 	f.lastCount = now
-	m := map[string]int{}
-	for _, st := range crawl.DomainStatuses {
-		m[string(st)] = 0
-	}
-	for _, d := range f.drivers {
-		for _, dm := range d.domains {
-			m[string(dm.d.Status)]++
+	m := make(map[string]map[string]int, len(f.drivers))
+	for name, d := range f.drivers {
+		c := make(map[string]int, len(crawl.DomainStatuses))
+		for _, st := range crawl.DomainStatuses {
+			c[string(st)] = 0
 		}
+		for _, dm := range d.domains {
+			c[string(dm.d.Status)]++
+		}
+		m[name] = c
 	}
 	f.domainCounts.Store(&m)
 }

@@ -13,7 +13,7 @@
 //	              commit latency, failed claims, worker slots, crawl fetches
 //	managerd      jobs per state, oldest queued job, locks, corrupt entries,
 //	              retries, jobs out of attempts, promotions, crawl domains,
-//	              jobs removed by retention
+//	              jobs removed by retention, submissions (from the event stream)
 //	watchdogd     recoveries by kind, failed recoveries
 //	farroctl      `farroctl metrics`: the spool's figures (managerd's gauges)
 //
@@ -87,13 +87,13 @@ var TxBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 var (
 	finished = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "jobs_finished_total",
-		Help: "Job runs this agent finished, by outcome: the state it committed (succeeded, failed, killed, held), released (drained back to queued) or lost (taken away by watchdogd).",
-	}, []string{"outcome"})
+		Help: "Job runs this agent finished, by outcome: the state it committed (succeeded, failed, killed, held), released (drained back to queued) or lost (taken away by watchdogd); and by job kind (a kind farro does not know: other).",
+	}, []string{"outcome", "kind"})
 	runTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "job_run_duration_seconds",
-		Help:    "Time from claim to commit of each run, by outcome.",
+		Help:    "Time from claim to commit of each run, by outcome and job kind (a kind farro does not know: other).",
 		Buckets: JobBuckets,
-	}, []string{"outcome"})
+	}, []string{"outcome", "kind"})
 	queueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "job_queue_wait_seconds",
 		Help:    "Time a job waited in incoming/ (since it was queued, released or promoted) before this agent claimed it.",
@@ -104,11 +104,11 @@ var (
 		Help:    "Latency of successful claims (lock, checks, rename to in-progress/, job.json rewrite).",
 		Buckets: TxBuckets,
 	})
-	commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+	commitTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "commit_duration_seconds",
-		Help:    "Latency of commits (job.json rewrite, event, rename, unlock).",
+		Help:    "Latency of commits (job.json rewrite, event, rename, unlock), by job kind (a kind farro does not know: other).",
 		Buckets: TxBuckets,
-	})
+	}, []string{"kind"})
 	claimFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "claims_failed_total",
 		Help: "Claims that did not take the job, by reason: locked (lost a race), vanished, schema (unknown schema_version), state, corrupt (quarantined), other.",
@@ -157,8 +157,9 @@ var (
 
 func init() {
 	for _, o := range Outcomes {
-		finished.WithLabelValues(o)
-		runTime.WithLabelValues(o)
+		for _, k := range kindLabels() {
+			finished.WithLabelValues(o, k)
+		}
 	}
 	for _, r := range ClaimFailures {
 		claimFailed.WithLabelValues(r)
@@ -184,13 +185,18 @@ func ClaimDone(latency, waited time.Duration) {
 // ClaimFailed counts a claim that did not take the job.
 func ClaimFailed(reason string) { claimFailed.WithLabelValues(reason).Inc() }
 
-// CommitDone records the latency of a successful commit.
-func CommitDone(latency time.Duration) { commitTime.Observe(latency.Seconds()) }
+// CommitDone records the latency of a successful commit of a job of kind
+// (any string: see KindLabel).
+func CommitDone(kind string, latency time.Duration) {
+	commitTime.WithLabelValues(KindLabel(kind)).Observe(latency.Seconds())
+}
 
-// RunFinished records a finished run: its outcome and its time from claim.
-func RunFinished(outcome string, run time.Duration) {
-	finished.WithLabelValues(outcome).Inc()
-	runTime.WithLabelValues(outcome).Observe(run.Seconds())
+// RunFinished records a finished run of a job of kind (any string: see
+// KindLabel): its outcome and its time from claim.
+func RunFinished(kind, outcome string, run time.Duration) {
+	k := KindLabel(kind)
+	finished.WithLabelValues(outcome, k).Inc()
+	runTime.WithLabelValues(outcome, k).Observe(run.Seconds())
 }
 
 // SetSlots sets the agent's number of worker slots.
@@ -275,7 +281,7 @@ func Registry(daemon string) *prometheus.Registry {
 		r.MustRegister(finished, runTime, queueWait, claimTime, commitTime, claimFailed, slots, slotsBusy,
 			crawlPages, crawlBytes, crawlRobotsDenied)
 	case Managerd:
-		r.MustRegister(retries, outOfAttempts, promoted, spoolC, crawlDomains{}, retentionRemoved)
+		r.MustRegister(retries, outOfAttempts, promoted, spoolC, crawlDomains{}, retentionRemoved, submitted)
 	case Watchdogd:
 		r.MustRegister(recoveries, recoveryFailed, recoveryWaits)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -83,15 +84,20 @@ func value(t *testing.T, mfs map[string]*dto.MetricFamily, name string, want map
 }
 
 func TestServeScrapesTheRegistry(t *testing.T) {
-	RunFinished(OutcomeSucceeded, 3*time.Second)
-	RunFinished(OutcomeFailed, 2*time.Hour)
+	RunFinished("exec", OutcomeSucceeded, 3*time.Second)
+	RunFinished("noop", OutcomeFailed, 2*time.Hour)
+	hostile := strings.Repeat("x", 1000)
+	RunFinished(hostile, OutcomeKilled, time.Second)
+	CommitDone(hostile, time.Millisecond)
+	CommitDone("exec", time.Millisecond)
 	Recovered(job.ActionStale, true)
 	Recovered(job.ActionStale, false)
 	Recovered(job.ActionRolledForward, false)
 	Recovered(job.ActionNone, false)
 	ClaimDone(2*time.Millisecond, 90*time.Second)
-	CrawlFetched(404, 100)
-	CrawlFetched(0, 0)
+	CrawlFetched("c1", 404, 100)
+	CrawlFetched("c1", 0, 0)
+	CrawlRobotsDenied("c2")
 
 	srv, err := Serve("127.0.0.1:0", false, Registry(Agentd))
 	if err != nil {
@@ -108,8 +114,24 @@ func TestServeScrapesTheRegistry(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	mfs := parse(t, string(body))
-	if v := value(t, mfs, "farro_jobs_finished_total", map[string]string{"outcome": "succeeded"}); v < 1 {
-		t.Errorf("succeeded runs %v", v)
+	if v := value(t, mfs, "farro_jobs_finished_total", map[string]string{"outcome": "succeeded", "kind": "exec"}); v != 1 {
+		t.Errorf("succeeded exec runs %v, want 1", v)
+	}
+	// A kind farro does not know is counted as other, never as itself.
+	if v := value(t, mfs, "farro_jobs_finished_total", map[string]string{"outcome": "killed", "kind": KindOther}); v != 1 {
+		t.Errorf("killed runs of kind other %v, want 1", v)
+	}
+	if v := value(t, mfs, "farro_job_run_duration_seconds", map[string]string{"outcome": "killed", "kind": KindOther}); v != 1 {
+		t.Errorf("killed run durations of kind other %v, want 1", v)
+	}
+	if v := value(t, mfs, "farro_commit_duration_seconds", map[string]string{"kind": KindOther}); v != 1 {
+		t.Errorf("commit durations of kind other %v, want 1", v)
+	}
+	if v := value(t, mfs, "farro_jobs_finished_total", map[string]string{"outcome": "lost", "kind": "noop"}); v != 0 {
+		t.Errorf("lost noop runs %v, want 0 (present, zero)", v)
+	}
+	if strings.Contains(string(body), hostile[:64]) {
+		t.Error("the hostile kind is a label value")
 	}
 	if v := value(t, mfs, "farro_jobs_finished_total", map[string]string{"outcome": "lost"}); v != 0 {
 		t.Errorf("lost runs %v, want 0 (present, zero)", v)
@@ -120,7 +142,16 @@ func TestServeScrapesTheRegistry(t *testing.T) {
 	if v := value(t, mfs, "farro_job_queue_wait_seconds", nil); v < 1 {
 		t.Errorf("queue waits %v", v)
 	}
-	if v := value(t, mfs, "farro_crawl_pages_total", map[string]string{"class": "4xx"}); v < 1 {
+	if v := value(t, mfs, "farro_crawl_pages_total", map[string]string{"crawl": "c1", "class": "2xx"}); v != 0 {
+		t.Errorf("c1 2xx pages %v, want 0 (present, zero)", v)
+	}
+	if v := value(t, mfs, "farro_crawl_bytes_total", map[string]string{"crawl": "c1"}); v != 100 {
+		t.Errorf("c1 bytes %v, want 100", v)
+	}
+	if v := value(t, mfs, "farro_crawl_robots_denied_total", map[string]string{"crawl": "c2"}); v != 1 {
+		t.Errorf("c2 robots denied %v, want 1", v)
+	}
+	if v := value(t, mfs, "farro_crawl_pages_total", map[string]string{"crawl": "c1", "class": "4xx"}); v != 1 {
 		t.Errorf("4xx pages %v", v)
 	}
 	if v := value(t, mfs, "farro_crawl_pages_total", map[string]string{"class": "network_error"}); v < 1 {
@@ -223,6 +254,19 @@ func TestTextfile(t *testing.T) {
 	if _, err := s.Submit(job.SubmitRequest{ID: "h", Kind: "noop", Held: true, Prompt: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
+	// Kinds farro does not know: a valid one, and a hostile job.json
+	// naming a kind of 1000 bytes. Both count as other.
+	if _, err := s.Submit(job.SubmitRequest{ID: "u", Kind: "my.kind", Prompt: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hostile := strings.Repeat("x", 1000)
+	hj := &job.Job{SchemaVersion: job.SchemaVersion, ID: "x", Kind: hostile, Status: job.Queued, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
+	if err := os.Mkdir(s.JobDir(job.Queued, "", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.JobDir(job.Queued, "", "x"), job.JobFile), hj.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	v := spoolview.New(s, spoolview.Config{})
 	reg := SpoolRegistry(Farroctl, v)
 	// Not listed yet: no spool figures rather than wrong zeros.
@@ -253,11 +297,20 @@ func TestTextfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	mfs := parse(t, string(data))
-	want := map[job.State]float64{job.Queued: 2, job.Held: 1}
+	want := map[job.State]float64{job.Queued: 4, job.Held: 1}
 	for _, st := range job.States {
 		if got := value(t, mfs, "farro_jobs", map[string]string{"state": string(st)}); got != want[st] {
 			t.Errorf("farro_jobs{state=%q} = %v, want %v", st, got, want[st])
 		}
+	}
+	byKind := map[string]float64{"noop": 2, KindOther: 2}
+	for _, k := range append(append([]string(nil), Kinds...), KindOther) {
+		if got := value(t, mfs, "farro_jobs_by_kind", map[string]string{"state": "queued", "kind": k}); got != byKind[k] {
+			t.Errorf("farro_jobs_by_kind{state=\"queued\",kind=%q} = %v, want %v", k, got, byKind[k])
+		}
+	}
+	if n := len(mfs["farro_jobs_by_kind"].GetMetric()); n != len(Kinds)+1 {
+		t.Errorf("farro_jobs_by_kind has %d series, want %d (the known kinds and other)", n, len(Kinds)+1)
 	}
 	a, _ := job.ReadJob(s.JobDir(job.Queued, "", "a"))
 	got := value(t, mfs, "farro_oldest_queued_job_timestamp_seconds", nil)
@@ -306,5 +359,28 @@ func TestScrapeDoesNotTouchTheSpool(t *testing.T) {
 	}
 	if string(before) != string(after) || !strings.Contains(string(after), `farro_jobs{state="queued"} 3`) {
 		t.Fatalf("scrape changed without the spool:\n%s\n---\n%s", before, after)
+	}
+}
+
+// farro_crawl_domains carries the crawl's name beside the status.
+func TestCrawlDomainsByCrawl(t *testing.T) {
+	SetCrawlDomains(func() map[string]map[string]int {
+		return map[string]map[string]int{"news": {"active": 2, "pending": 0}, "docs": {"active": 1}}
+	})
+	defer SetCrawlDomains(nil)
+	r := prometheus.NewRegistry()
+	r.MustRegister(crawlDomains{})
+	text, err := Text(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs := parse(t, string(text))
+	for _, c := range []struct {
+		crawl, status string
+		want          float64
+	}{{"news", "active", 2}, {"news", "pending", 0}, {"docs", "active", 1}} {
+		if v := value(t, mfs, "farro_crawl_domains", map[string]string{"crawl": c.crawl, "status": c.status}); v != c.want {
+			t.Errorf("farro_crawl_domains{crawl=%q,status=%q} = %v, want %v", c.crawl, c.status, v, c.want)
+		}
 	}
 }

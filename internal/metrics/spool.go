@@ -15,6 +15,9 @@ var (
 	jobsDesc = prometheus.NewDesc(Namespace+"_jobs",
 		"Jobs in the spool, by state (the directory they are in); every state is present, zeros included.",
 		[]string{"state"}, nil)
+	byKindDesc = prometheus.NewDesc(Namespace+"_jobs_by_kind",
+		"Queued jobs (state=\"queued\", incoming/) by job kind; a kind farro does not know is counted as other. Every kind is present, zeros included.",
+		[]string{"state", "kind"}, nil)
 	oldestDesc = prometheus.NewDesc(Namespace+"_oldest_queued_job_timestamp_seconds",
 		"created_at of the oldest job in incoming/ (Unix time); 0 when nothing is queued.",
 		nil, nil)
@@ -40,7 +43,7 @@ type spoolCollector struct {
 func WatchSpool(v *spoolview.View) { spoolC.view.Store(v) }
 
 func (c *spoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, oldestDesc, locksDesc, corruptDesc, rescanDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, byKindDesc, oldestDesc, locksDesc, corruptDesc, rescanDesc} {
 		ch <- d
 	}
 }
@@ -56,6 +59,16 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range job.States {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(snap.States[st]), string(st))
+	}
+	byKind := make(map[string]int, len(Kinds)+1)
+	for _, k := range kindLabels() {
+		byKind[k] = 0
+	}
+	for k, n := range snap.QueuedKinds {
+		byKind[KindLabel(k)] += n
+	}
+	for k, n := range byKind {
+		ch <- prometheus.MustNewConstMetric(byKindDesc, prometheus.GaugeValue, float64(n), string(job.Queued), k)
 	}
 	oldest := 0.0
 	if !snap.OldestQueued.IsZero() {

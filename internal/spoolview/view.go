@@ -74,6 +74,10 @@ type Snapshot struct {
 	// OldestQueued is the created_at of the oldest job in incoming/ (zero
 	// when nothing is queued).
 	OldestQueued time.Time `json:"oldest_queued"`
+	// QueuedKinds counts the jobs in incoming/ by the kind their job.json
+	// names (read once per job, as for created_at; "" when unreadable).
+	// Kinds are anyone's input: a user of the figures bounds them.
+	QueuedKinds map[string]int `json:"queued_kinds"`
 	// Arrived counts, per state, the jobs seen arriving in its directory
 	// since the view started (from events, plus unexplained growth found
 	// by relistings). Differences over time give throughput.
@@ -99,7 +103,8 @@ type View struct {
 
 	mu         sync.Mutex
 	sets       map[job.State]*nameSet // every state but queued and in-progress
-	queued     map[uint64]int64       // hash of id -> created_at (unix ns, 0: unknown)
+	queued     map[uint64]queuedJob   // hash of id -> created_at and kind
+	kinds      map[string]*kindCount  // the kinds of queued jobs, each counted once per job
 	oldest     ageHeap                // lazily pruned: items not in queued are skipped
 	oldestAt   int64
 	locks      nameSet
@@ -119,7 +124,8 @@ func New(s *job.Spool, cfg Config) *View {
 	v := &View{
 		spool: s, cfg: cfg,
 		sets:     map[job.State]*nameSet{},
-		queued:   map[uint64]int64{},
+		queued:   map[uint64]queuedJob{},
+		kinds:    map[string]*kindCount{},
 		agents:   map[string]int{},
 		arrived:  map[job.State]uint64{},
 		ready:    make(chan struct{}),
@@ -149,6 +155,10 @@ func (v *View) Snapshot() Snapshot {
 		States: make(map[job.State]int, len(job.States)), Agents: make(map[string]int, len(v.agents)),
 		Running: slices.Clone(v.running), Locks: v.locks.len(), Corrupt: v.corrupt.len(),
 		Arrived: make(map[job.State]uint64, len(job.States)), LastRescan: v.lastRescan,
+		QueuedKinds: make(map[string]int, len(v.kinds)),
+	}
+	for k, c := range v.kinds {
+		s.QueuedKinds[k] = c.n
 	}
 	select {
 	case <-v.ready:
@@ -275,7 +285,7 @@ func (v *View) applyQueued(ev fsq.Event) {
 	h := hashName(ev.Name)
 	if ev.Removed {
 		v.mu.Lock()
-		delete(v.queued, h)
+		v.removeQueued(h)
 		v.pruneOldest()
 		v.mu.Unlock()
 		return
@@ -286,39 +296,74 @@ func (v *View) applyQueued(ev fsq.Event) {
 	if _, known := v.queued[h]; known { // only this goroutine writes queued
 		return
 	}
-	at, ok := v.readCreated(ev.Name)
+	at, kind, ok := v.readCreated(ev.Name)
 	if !ok {
 		return
 	}
 	v.mu.Lock()
-	v.addQueued(h, at)
+	v.addQueued(h, at, kind)
 	v.arrived[job.Queued]++
 	v.pruneOldest()
 	v.mu.Unlock()
 }
 
-// readCreated reads the created_at of incoming/<id>. ok is false when the
-// entry is gone or is not a directory; an unreadable job yields 0 (counted,
-// but not a candidate for the oldest).
-func (v *View) readCreated(id string) (int64, bool) {
+// readCreated reads the created_at and kind of incoming/<id>. ok is false
+// when the entry is gone or is not a directory; an unreadable job yields 0
+// and "" (counted, but not a candidate for the oldest).
+func (v *View) readCreated(id string) (int64, string, bool) {
 	if job.ValidateID(id) != nil {
-		return 0, false
+		return 0, "", false
 	}
 	j, err := job.ReadJob(v.spool.JobDir(job.Queued, "", id))
 	switch {
 	case err == nil:
-		return j.CreatedAt.UnixNano(), true
+		return j.CreatedAt.UnixNano(), j.Kind, true
 	case errors.Is(err, fsq.ErrVanished):
-		return 0, false
+		return 0, "", false
 	}
-	return 0, isDir(v.spool.JobDir(job.Queued, "", id))
+	return 0, "", isDir(v.spool.JobDir(job.Queued, "", id))
+}
+
+// queuedJob is what the view keeps of a queued job: its created_at (unix
+// ns, 0: unknown) and its kind's counter, shared by the jobs of that kind.
+type queuedJob struct {
+	at   int64
+	kind *kindCount
+}
+
+// kindCount counts the queued jobs of one kind.
+type kindCount struct {
+	name string
+	n    int
 }
 
 // addQueued records a queued job; v.mu is held.
-func (v *View) addQueued(h uint64, at int64) {
-	v.queued[h] = at
+func (v *View) addQueued(h uint64, at int64, kind string) {
+	if old, known := v.queued[h]; known {
+		old.kind.n-- // replaced (not expected: callers skip known jobs)
+	}
+	kc := v.kinds[kind]
+	if kc == nil {
+		kc = &kindCount{name: kind}
+		v.kinds[kind] = kc
+	}
+	kc.n++
+	v.queued[h] = queuedJob{at: at, kind: kc}
 	if at != 0 {
 		heap.Push(&v.oldest, ageItem{at: at, h: h})
+	}
+}
+
+// removeQueued forgets a queued job, and its kind once no queued job has
+// it (so that the kinds held are those of the jobs held); v.mu is held.
+func (v *View) removeQueued(h uint64) {
+	q, ok := v.queued[h]
+	if !ok {
+		return
+	}
+	delete(v.queued, h)
+	if q.kind.n--; q.kind.n <= 0 {
+		delete(v.kinds, q.kind.name)
 	}
 }
 
@@ -328,9 +373,9 @@ func (v *View) addQueued(h uint64, at int64) {
 func (v *View) pruneOldest() {
 	if v.oldest.Len() > 2*len(v.queued)+1024 {
 		h := make(ageHeap, 0, len(v.queued))
-		for k, at := range v.queued {
-			if at != 0 {
-				h = append(h, ageItem{at: at, h: k})
+		for k, q := range v.queued {
+			if q.at != 0 {
+				h = append(h, ageItem{at: q.at, h: k})
 			}
 		}
 		heap.Init(&h)
@@ -338,7 +383,7 @@ func (v *View) pruneOldest() {
 	}
 	for v.oldest.Len() > 0 {
 		top := v.oldest[0]
-		if at, ok := v.queued[top.h]; ok && at == top.at {
+		if q, ok := v.queued[top.h]; ok && q.at == top.at {
 			v.oldestAt = top.at
 			return
 		}
@@ -396,8 +441,9 @@ func (v *View) rescanIncoming() error {
 	var lockNames []string
 	present := make([]uint64, 0, len(es.Dirs))
 	type fresh struct {
-		h  uint64
-		at int64
+		h    uint64
+		at   int64
+		kind string
 	}
 	var add []fresh
 	for _, name := range es.Dirs {
@@ -410,8 +456,8 @@ func (v *View) rescanIncoming() error {
 		if _, known := v.queued[h]; known {
 			continue
 		}
-		if at, ok := v.readCreated(name); ok {
-			add = append(add, fresh{h, at})
+		if at, kind, ok := v.readCreated(name); ok {
+			add = append(add, fresh{h, at, kind})
 		}
 	}
 	slices.Sort(present)
@@ -420,11 +466,11 @@ func (v *View) rescanIncoming() error {
 	v.locks.reset(lockNames)
 	for h := range v.queued {
 		if _, found := slices.BinarySearch(present, h); !found {
-			delete(v.queued, h)
+			v.removeQueued(h)
 		}
 	}
 	for _, f := range add {
-		v.addQueued(f.h, f.at)
+		v.addQueued(f.h, f.at, f.kind)
 	}
 	v.pruneOldest()
 	return nil

@@ -141,6 +141,19 @@ func sample(mfs map[string]*dto.MetricFamily, name, label, value string) (float6
 	return 0, false
 }
 
+// sampleSum adds up the samples of family name whose label is value
+// (every sample when label is empty): a family split by kind.
+func sampleSum(mfs map[string]*dto.MetricFamily, name, label, value string) (float64, bool) {
+	sum, found := 0.0, false
+	for _, m := range mfs[name].GetMetric() {
+		one := &dto.MetricFamily{Metric: []*dto.Metric{m}}
+		if v, ok := sample(map[string]*dto.MetricFamily{name: one}, name, label, value); ok {
+			sum, found = sum+v, true
+		}
+	}
+	return sum, found
+}
+
 // initSpool makes the spool dir/spool with `farroctl init`, as an operator
 // does before anything else (daemons and farroctl refuse a missing spool).
 func initSpool(t *testing.T, dir string) string {
@@ -238,7 +251,19 @@ func TestMetricsEndToEnd(t *testing.T) {
 		v, _ := sample(scrape(t, mgrAddr), "farro_jobs", "state", "queued")
 		return v == 13
 	})
+	// Submissions, counted from the event stream: the slow job and the 13
+	// of the batch, all exec jobs from farroctl.
+	waitFor(t, 10*time.Second, "managerd to count 14 submissions", func() bool {
+		v, _ := sample(scrape(t, mgrAddr), "farro_submitted_total", "kind", "exec")
+		return v == 14
+	})
+	if v, _ := sampleSum(scrape(t, mgrAddr), "farro_submitted_total", "", ""); v != 14 {
+		t.Errorf("farro_submitted_total sums to %v, want 14 (all exec from farroctl)", v)
+	}
 	mfs := scrape(t, mgrAddr)
+	if v, _ := sampleSum(mfs, "farro_jobs_by_kind", "kind", "exec"); v != 13 {
+		t.Errorf("farro_jobs_by_kind{kind=\"exec\"} = %v, want 13", v)
+	}
 	if v, _ := sample(mfs, "farro_oldest_queued_job_timestamp_seconds", "", ""); v != float64(slowJob.CreatedAt.UnixNano())/1e9 {
 		t.Errorf("oldest queued %v, want the slow job's created_at %v", v, float64(slowJob.CreatedAt.UnixNano())/1e9)
 	}
@@ -285,8 +310,11 @@ func TestMetricsEndToEnd(t *testing.T) {
 		}
 	}
 
-	// agentd w1 ran everything but w0's lost attempt.
+	// agentd w1 ran everything but w0's lost attempt, all exec jobs.
 	mfs = scrape(t, w1Addr)
+	if v, _ := sample(mfs, "farro_commit_duration_seconds", "kind", "exec"); v != 15 {
+		t.Errorf("agentd farro_commit_duration_seconds{kind=\"exec\"} = %v, want 15", v)
+	}
 	for _, c := range []struct {
 		name, label, value string
 		want               float64
@@ -301,7 +329,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 		{"farro_agent_slots", "", "", 3},
 		{"farro_agent_slots_busy", "", "", 0},
 	} {
-		if v, ok := sample(mfs, c.name, c.label, c.value); !ok || v != c.want {
+		if v, ok := sampleSum(mfs, c.name, c.label, c.value); !ok || v != c.want {
 			t.Errorf("agentd %s{%s=%q} = %v (present %v), want %v", c.name, c.label, c.value, v, ok, c.want)
 		}
 	}
