@@ -68,6 +68,9 @@ printf '%s\n' "${COMPREPLY[@]}"`
 
 func TestBashScript(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("bash is missing: CI installs it (.ci/run)")
+		}
 		t.Skip("no bash")
 	}
 	var buf bytes.Buffer
@@ -111,6 +114,9 @@ func TestBashScript(t *testing.T) {
 
 func TestZshScript(t *testing.T) {
 	if _, err := exec.LookPath("zsh"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("zsh is missing: CI installs it (.ci/run)")
+		}
 		t.Skip("no zsh")
 	}
 	var buf bytes.Buffer

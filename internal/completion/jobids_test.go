@@ -46,6 +46,9 @@ func recorded(t *testing.T, dir string) string {
 
 func TestBashJobIDs(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("bash is missing: CI installs it (.ci/run)")
+		}
 		t.Skip("no bash")
 	}
 	var buf bytes.Buffer
@@ -79,6 +82,9 @@ func TestBashJobIDs(t *testing.T) {
 
 func TestZshJobIDs(t *testing.T) {
 	if _, err := exec.LookPath("zsh"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("zsh is missing: CI installs it (.ci/run)")
+		}
 		t.Skip("no zsh")
 	}
 	var buf bytes.Buffer

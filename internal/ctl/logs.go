@@ -51,6 +51,9 @@ func (c *Ctl) Logs(args []string, o LogsOptions) error {
 	if err != nil {
 		return err
 	}
+	if id, err = c.resolveOne(s, id); err != nil { // a unique prefix stands for its job
+		return err
+	}
 	// The job may move (a commit, a retry) between locating it and opening
 	// its files: locate it again then. An open file stays readable
 	// wherever its directory goes.

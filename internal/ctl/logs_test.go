@@ -55,6 +55,17 @@ func TestLogsLatestAttemptBothLabelled(t *testing.T) {
 	}
 }
 
+// logs takes a unique ID prefix, as show and history do.
+func TestLogsTakesAnIDPrefix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.failed("build-4711")
+	e.output(e.s.JobDir(job.Failed, "", "build-4711"), 1, "made it\n", "")
+	if out, err := e.logs("build-47", ctl.LogsOptions{Stdout: true}); err != nil || out != "made it\n" {
+		t.Fatalf("logs build-47: %q, %v", out, err)
+	}
+}
+
 func TestLogsMissingAttemptIsOneLineExit1(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -4,6 +4,7 @@ package mantest
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -119,6 +120,9 @@ func Check(t *testing.T, app *cli.App, wantExit ...int) string {
 			}
 		}
 	} else {
+		if os.Getenv("CI") != "" {
+			t.Error("groff is missing: CI installs it (.ci/run), the rendering is not checked")
+		}
 		t.Log("groff not installed: the rendering is not checked")
 	}
 	return page
