@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -210,21 +211,9 @@ func describeFilter(states []job.State, f Filter) string {
 		parts = append(parts, "kind "+f.Kind)
 	}
 	if f.OlderThan > 0 {
-		parts = append(parts, "older than "+shortDuration(f.OlderThan))
+		parts = append(parts, "older than "+daemon.ShortDuration(f.OlderThan))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// shortDuration writes d without zero tails: 2h, 90m -> 1h30m, 45s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func jobsCount(n int) string {
