@@ -115,11 +115,10 @@ say "farroctl history $slow   (the slow job: its agent was SIGKILLed, watchdogd 
 
 [ "$done_n" -eq "${#ids[@]}" ] || { echo "demo: not every job finished" >&2; exit 1; }
 say "done; daemons stop now (logs in $LOGS)"
-cat <<NEXT
-Next, on this spool (export FARRO_SPOOL=$FARRO_SPOOL; the daemons are stopped, start them as in the README):
-  $BIN/farroctl ls --state killed                 # what died, and why
-  $BIN/farroctl retry $broken                     # run it again: same ID, attempts reset
-  $BIN/farroctl events --job $flaky               # the spool-wide event stream, one job
-  $BIN/farroctl rm --state succeeded              # a dry run: how many would go (add --all to do it)
-  $BIN/farroctl top                               # the live view, once daemons run
-NEXT
+echo "Next, on this spool (export FARRO_SPOOL=$FARRO_SPOOL; the daemons are stopped, start them as in the README):"
+next_cmd() { printf '  %-72s # %s\n' "$1" "$2"; }
+next_cmd "$BIN/farroctl ls --state killed" "what died, and why"
+next_cmd "$BIN/farroctl retry $broken" "run it again: same ID, attempts reset"
+next_cmd "$BIN/farroctl events --job $flaky" "the spool-wide event stream, one job"
+next_cmd "$BIN/farroctl rm --state succeeded" "a dry run: how many would go (--all does it)"
+next_cmd "$BIN/farroctl top" "the live view, once the daemons run"
