@@ -200,7 +200,10 @@ func (w *Writer) Add(a *crawl.Artifact, body *Body) error {
 			break
 		}
 		if err := build(gowarc.Response, "application/http;msgtype=response", func(rb gowarc.WarcRecordBuilder) error {
-			if a.Truncated {
+			switch {
+			case body == nil && a.BodyBytes > 0: // the stored body is gone
+				rb.AddWarcHeader(gowarc.WarcTruncated, "unspecified")
+			case a.Truncated:
 				rb.AddWarcHeader(gowarc.WarcTruncated, "length")
 			}
 			if _, err := rb.WriteString(head); err != nil {

@@ -310,7 +310,13 @@ func TestCrawlExportWARCErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, _ := json.Marshal(crawl.Outcome{URL: a.NormalizedURL, JobID: id, Outcome: crawl.OutcomeFetched, HTTPStatus: 200, SHA256: sum})
-	os.WriteFile(st.Path(crawl.OutcomesFile), append(line, '\n'), 0o644)
+	// A URL whose job retention removed: its body becomes a resource record.
+	kept := []byte("kept body")
+	if err := st.PutBody(sha(kept), kept); err != nil {
+		t.Fatal(err)
+	}
+	line2, _ := json.Marshal(crawl.Outcome{URL: "http://a.test/old", JobID: crawl.FetchJobID("m", "http://a.test/old"), Outcome: crawl.OutcomeFetched, HTTPStatus: 200, SHA256: sha(kept)})
+	os.WriteFile(st.Path(crawl.OutcomesFile), append(append(append(line, '\n'), line2...), '\n'), 0o644)
 
 	out := filepath.Join(t.TempDir(), "warc")
 	err := e.ctl("").CrawlExportWARC("m", ctl.CrawlExportWARCOptions{Dir: out})
@@ -320,7 +326,7 @@ func TestCrawlExportWARCErrors(t *testing.T) {
 	if !strings.Contains(e.stderr.String(), "http://a.test/: body") || strings.Count(e.stderr.String(), "\n") != 1 {
 		t.Errorf("stderr: %q", e.stderr)
 	}
-	if !strings.Contains(e.stdout.String(), "1 URLs, 3 records, 1 files") {
+	if !strings.Contains(e.stdout.String(), "2 URLs, 5 records, 1 files") {
 		t.Errorf("stdout: %q", e.stdout)
 	}
 
