@@ -129,7 +129,7 @@ a per-run budget reached pauses the crawl.`,
 			simple("pause", "stop releasing this crawl's URLs (jobs in flight finish); to stop a job kind queue-wide: farroctl pause KIND", (*ctl.Ctl).CrawlPause),
 			simple("resume", "release this crawl's URLs again (a new run); a paused job kind: farroctl resume KIND", (*ctl.Ctl).CrawlResume),
 			simple("cancel", "stop the crawl for good: nothing more is released, queued jobs are killed, running ones stopped", (*ctl.Ctl).CrawlCancel),
-			simple("export", "print the crawl's artifacts as JSON Lines", (*ctl.Ctl).CrawlExport),
+			crawlExportCommand(c, usageErr, nameArg), // crawl_warc.go
 		},
 	}
 	domains := &cli.Command{

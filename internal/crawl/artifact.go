@@ -123,6 +123,9 @@ type Artifact struct {
 	// body it sent last time (SHA256 is then the previous body's).
 	Round     int  `json:"round,omitempty"`
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Exchange is the request and response as sent and received (for
+	// WARC export); nil for a fetch that got no response.
+	Exchange *Exchange `json:"exchange,omitempty"`
 }
 
 // RobotsArtifact is the result.json of a crawl.robots job.

@@ -161,6 +161,8 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 	}
 	art.Outcome, art.HTTPStatus = crawl.OutcomeFetched, res.status
 	art.Headers, art.ContentType = res.headers, res.headers["Content-Type"]
+	// The exchange as sent and received, for WARC export (exchange.go).
+	art.Exchange = res.exchange
 	if notModified(p, art) { // 304 to a conditional request (conditional.go)
 		return nil
 	}
@@ -203,6 +205,7 @@ type response struct {
 	headers   map[string]string
 	body      []byte
 	truncated bool
+	exchange  *crawl.Exchange
 }
 
 // do sends one GET and reads at most maxBytes of the body. tk, the
@@ -222,10 +225,12 @@ func (h *Handler) do(ctx context.Context, tk *gateTicket, rawURL, ua string, res
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var wrote atomic.Int64
+	rec := &exchangeRecorder{}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		// The connection closes the gate ticket on its first write of
 		// this request (gate.go: sendConn).
-		GotConn: func(info httptrace.GotConnInfo) { armConn(info.Conn, tk) },
+		GotConn:          func(info httptrace.GotConnInfo) { rec.reset(); armConn(info.Conn, tk) },
+		WroteHeaderField: rec.wrote,
 		WroteRequest: func(httptrace.WroteRequestInfo) {
 			wrote.CompareAndSwap(0, time.Now().UnixNano())
 		},
@@ -251,6 +256,7 @@ func (h *Handler) do(ctx context.Context, tk *gateTicket, rawURL, ua string, res
 	}
 	defer resp.Body.Close()
 	res.status = resp.StatusCode
+	res.exchange = rec.exchange(req, resp)
 	res.headers = map[string]string{}
 	for _, k := range selectedHeaders {
 		if v := resp.Header.Values(k); len(v) > 0 {
