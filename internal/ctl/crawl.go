@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ func (c *Ctl) CrawlStart(o CrawlStartOptions) (err error) {
 	}
 	if err := cr.Validate(); err != nil {
 		return UsageError(err)
+	}
+	if err := checkPrivateSeeds(context.Background(), cr); err != nil {
+		return err
 	}
 	s, err := c.open()
 	if err != nil {
