@@ -78,6 +78,9 @@ const (
 	OutcomeFailed       = "failed"        // network errors until out of attempts
 	OutcomeKilled       = "killed"        // cancelled or killed by an operator
 	OutcomeRobotsDenied = "robots_denied" // dropped at release: robots.txt disallows it
+	// OutcomePrivateAddress: refused by the SSRF guard (the artifact says
+	// refused, error_code private_address).
+	OutcomePrivateAddress = "private_address"
 )
 
 // Error codes of artifacts.
