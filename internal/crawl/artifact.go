@@ -187,6 +187,7 @@ type Outcome struct {
 	Domain     string     `json:"domain"`
 	JobID      string     `json:"job_id,omitempty"`
 	Depth      int        `json:"depth"`
+	Referrer   string     `json:"referrer,omitempty"` // the page the URL was found on ("" for seeds)
 	Outcome    string     `json:"outcome"`
 	HTTPStatus int        `json:"http_status"`
 	FetchedAt  *time.Time `json:"fetched_at,omitempty"`

@@ -357,8 +357,7 @@ func (c *Ctl) CrawlExport(name string) error {
 			return true
 		}
 		done[key] = true
-		art := artifactOf(s, name, o)
-		if werr = enc.Encode(art); werr != nil {
+		if werr = enc.Encode(newExportRow(artifactOf(s, name, o), o)); werr != nil {
 			return false
 		}
 		return true

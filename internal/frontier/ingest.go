@@ -120,7 +120,7 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 			d.log.Warn().Err(err).Str("job_id", fl.ID).Msg("unreadable artifact")
 		}
 	}
-	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID}
+	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID, Referrer: fl.From, Depth: fl.Depth}
 	if haveArt {
 		out.Depth, out.HTTPStatus, out.SHA256, out.Links = art.Depth, art.HTTPStatus, art.SHA256, len(art.Links)
 		out.ETag, out.LastModified, out.Unchanged, out.Round = art.Headers["ETag"], art.Headers["Last-Modified"], art.Unchanged, art.Round
@@ -424,7 +424,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	dm := d.domain(name, parent, now)
 	seg := dm.d.Segment(depth, prio)
 	key := segKey{name, seg.File}
-	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: from, At: now})
+	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})
 	dm.d.PagesDiscovered++
 	if dm.d.Status == crawl.DomainExhausted {
 		d.transition(dm, crawl.DomainActive, "", "")

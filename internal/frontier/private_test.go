@@ -1,11 +1,14 @@
 package frontier_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/ctl"
 	"github.com/farro-dev/farro/internal/testsite"
 )
 
@@ -70,6 +73,29 @@ func TestPrivateAddressGivesUp(t *testing.T) {
 			}
 			if want := map[bool]int{true: 0, false: len(c.Seeds)}[obey]; refused != want {
 				t.Errorf("%d private_address outcomes, want %d", refused, want)
+			}
+			// Their export rows say so, without a fetched_at.
+			var out bytes.Buffer
+			if err := (&ctl.Ctl{Root: e.spool.Root, Stdout: &out, Stderr: &out}).CrawlExport(name); err != nil {
+				t.Fatal(err)
+			}
+			rows := 0
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				if line == "" {
+					continue
+				}
+				rows++
+				var r map[string]any
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("%v: %s", err, line)
+				}
+				_, hasFetched := r["fetched_at"]
+				if r["outcome"] != crawl.OutcomePrivateAddress || r["error_code"] != crawl.ErrCodePrivate || hasFetched || r["depth"] != 0.0 || r["referrer"] != "" {
+					t.Errorf("export row %s: want outcome private_address, depth 0, referrer \"\", no fetched_at", line)
+				}
+			}
+			if rows != refused {
+				t.Errorf("%d export rows, want %d", rows, refused)
 			}
 		})
 	}
