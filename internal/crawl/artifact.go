@@ -78,6 +78,9 @@ const (
 	OutcomeFailed       = "failed"        // network errors until out of attempts
 	OutcomeKilled       = "killed"        // cancelled or killed by an operator
 	OutcomeRobotsDenied = "robots_denied" // dropped at release: robots.txt disallows it
+	// OutcomePrivateAddress: refused by the SSRF guard (the artifact says
+	// refused, error_code private_address).
+	OutcomePrivateAddress = "private_address"
 )
 
 // Error codes of artifacts.
@@ -187,6 +190,7 @@ type Outcome struct {
 	Domain     string     `json:"domain"`
 	JobID      string     `json:"job_id,omitempty"`
 	Depth      int        `json:"depth"`
+	Referrer   string     `json:"referrer,omitempty"` // the page the URL was found on ("" for seeds)
 	Outcome    string     `json:"outcome"`
 	HTTPStatus int        `json:"http_status"`
 	FetchedAt  *time.Time `json:"fetched_at,omitempty"`

@@ -118,6 +118,8 @@ type Flight struct {
 	Kind       string    `json:"kind"` // crawl.fetch or crawl.robots
 	URL        string    `json:"url"`
 	Origin     string    `json:"origin,omitempty"` // robots jobs
+	From       string    `json:"from,omitempty"`   // fetch jobs: the referrer, at most MaxReferrerBytes
+	Depth      int       `json:"depth,omitempty"`  // fetch jobs
 	ReleasedAt time.Time `json:"released_at"`
 }
 

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ func (c *Ctl) CrawlStart(o CrawlStartOptions) (err error) {
 	}
 	if err := cr.Validate(); err != nil {
 		return UsageError(err)
+	}
+	if err := checkPrivateSeeds(context.Background(), cr); err != nil {
+		return err
 	}
 	s, err := c.open()
 	if err != nil {
@@ -353,8 +357,7 @@ func (c *Ctl) CrawlExport(name string) error {
 			return true
 		}
 		done[key] = true
-		art := artifactOf(s, name, o)
-		if werr = enc.Encode(art); werr != nil {
+		if werr = enc.Encode(newExportRow(artifactOf(s, name, o), o)); werr != nil {
 			return false
 		}
 		return true

@@ -120,7 +120,7 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 			d.log.Warn().Err(err).Str("job_id", fl.ID).Msg("unreadable artifact")
 		}
 	}
-	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID}
+	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID, Referrer: fl.From, Depth: fl.Depth}
 	if haveArt {
 		out.Depth, out.HTTPStatus, out.SHA256, out.Links = art.Depth, art.HTTPStatus, art.SHA256, len(art.Links)
 		out.ETag, out.LastModified, out.Unchanged, out.Round = art.Headers["ETag"], art.Headers["Last-Modified"], art.Unchanged, art.Round
@@ -135,6 +135,9 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		d.fetched(dm, &art, now)
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
 		out.Outcome, out.Detail = crawl.OutcomeRefused, art.Error
+		if art.ErrorCode == crawl.ErrCodePrivate {
+			out.Outcome = crawl.OutcomePrivateAddress
+		}
 		d.refused(dm, &art, now)
 	case haveArt && art.Outcome == crawl.OutcomeNetworkError && (j == nil || j.Reason != job.ReasonCancelled):
 		// Out of attempts (or stopped) on a network failure.
@@ -219,9 +222,7 @@ func (d *driver) refused(dm *dom, art *crawl.Artifact, now time.Time) {
 	switch art.ErrorCode {
 	case crawl.ErrCodePrivate:
 		dd.Refused++
-		// Every URL of the domain would be refused the same way.
-		dd.Cooldowns = d.cfg.MaxDomainRetries
-		d.block(dm, crawl.DomainBlocked, crawl.ReasonPrivateAddress, art.Error+" (use --allow-private to crawl it)", 0, now)
+		d.refusedPrivate(dm, art.Error, now)
 	case crawl.ErrCodeRobots:
 		dd.RobotsDenied++
 		// The fetcher disagreed with the frontier's robots.txt (or could
@@ -360,6 +361,12 @@ func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir strin
 	d.spaceAfter(dm, rc.FetchedAt, now)
 	d.log.Info().Str("domain", dd.Domain).Str("origin", fl.Origin).Int("http_status", rc.HTTPStatus).
 		Str("verdict", rc.Verdict).Float64("crawl_delay_s", rc.CrawlDelay).Msg("robots.txt")
+	if haveArt && art.ErrorCode == crawl.ErrCodePrivate && !d.cfg.AllowPrivate {
+		// The SSRF guard refused the domain's address: every request to
+		// it would be refused the same way, so no cooldown (private.go).
+		d.refusedPrivate(dm, art.Error, now)
+		return
+	}
 	if unreachable && d.cfg.ObeyRobots {
 		detail := fmt.Sprintf("robots.txt of %s answered %d: disallow all", fl.Origin, rc.HTTPStatus)
 		if rc.HTTPStatus == 0 {
@@ -417,7 +424,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	dm := d.domain(name, parent, now)
 	seg := dm.d.Segment(depth, prio)
 	key := segKey{name, seg.File}
-	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: from, At: now})
+	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})
 	dm.d.PagesDiscovered++
 	if dm.d.Status == crawl.DomainExhausted {
 		d.transition(dm, crawl.DomainActive, "", "")

@@ -236,7 +236,7 @@ func (d *driver) releaseOne(dm *dom, now time.Time) bool {
 				d.consume(dm, seg, end)
 				dd.RobotsDenied++
 				d.outcomes = append(d.outcomes, crawl.Outcome{Time: now, URL: e.URL, Domain: dd.Domain, JobID: crawl.RoundJobID(d.st.Name, e.URL, dd.Round), Round: dd.Round,
-					Depth: e.Depth, Outcome: crawl.OutcomeRobotsDenied, Detail: crawl.DescribeRule(rule, rc.Verdict) + " in " + origin + "/robots.txt"})
+					Depth: e.Depth, Referrer: crawl.BoundReferrer(e.From), Outcome: crawl.OutcomeRobotsDenied, Detail: crawl.DescribeRule(rule, rc.Verdict) + " in " + origin + "/robots.txt"})
 				continue
 			}
 			ref = &crawl.RobotsRef{Origin: origin, Verdict: rc.Verdict, HTTPStatus: rc.HTTPStatus, BodySHA256: rc.BodySHA256}
@@ -281,7 +281,7 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 	b, _ := json.Marshal(&p)
 	d.stage(pendingRelease{req: d.request(id, crawl.KindFetch, e.Priority, b), dm: dm, entry: &e})
 	d.consume(dm, seg, end)
-	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, ReleasedAt: now})
+	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, From: crawl.BoundReferrer(e.From), Depth: e.Depth, ReleasedAt: now})
 	d.inflight[id] = dd.Domain
 	dd.PagesReleased++
 	if dd.Run != d.cfg.Run {
