@@ -61,6 +61,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.IntFlag{Name: "max-in-flight", Value: def.MaxInFlight, Usage: "jobs released and not finished, all domains"},
 			&cli.StringFlag{Name: "user-agent", Value: def.UserAgent, Usage: "User-Agent header, and the product token robots.txt groups are matched with"},
 			&cli.BoolFlag{Name: "obey-robots", Value: true, Usage: "obey robots.txt (RFC 9309); --obey-robots=false ignores it"},
+			&cli.BoolFlag{Name: "sitemaps", Value: true, Usage: "take URLs from the sitemaps robots.txt lists (or /sitemap.xml); --sitemaps=false does not read them"},
 			&cli.BoolFlag{Name: "allow-private", Usage: "allow private, loopback and link-local addresses (SSRF guard off)"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "`HOST:PORT:ADDR`: connect to ADDR for HOST:PORT, as curl (repeatable)"},
 			&cli.DurationFlag{Name: "timeout", Value: def.Timeout.D(), Usage: "per request"},
@@ -91,6 +92,7 @@ a per-run budget reached pauses the crawl.`,
 			cr.Delay, cr.Jitter, cr.MaxCrawlDelay = crawl.Duration(cc.Duration("delay")), crawl.Duration(cc.Duration("jitter")), crawl.Duration(cc.Duration("max-crawl-delay"))
 			cr.MaxInFlightPerDomain, cr.MaxInFlight = cc.Int("max-in-flight-per-domain"), cc.Int("max-in-flight")
 			cr.UserAgent, cr.ObeyRobots, cr.AllowPrivate = cc.String("user-agent"), cc.Bool("obey-robots"), cc.Bool("allow-private")
+			cr.Sitemaps = cc.Bool("sitemaps")
 			cr.Timeout, cr.ConnectTimeout = crawl.Duration(cc.Duration("timeout")), crawl.Duration(cc.Duration("connect-timeout"))
 			cr.MaxBodyBytes, cr.MaxAttempts, cr.MaxRedirects = cc.Int64("max-body-bytes"), cc.Int("max-attempts"), cc.Int("max-redirects")
 			cr.BlockThreshold, cr.BlockCooldown = cc.Int("block-threshold"), crawl.Duration(cc.Duration("block-cooldown"))

@@ -67,6 +67,11 @@ type RobotsPrompt struct {
 	Resolve          map[string]string `json:"resolve,omitempty"`
 	AllowPrivate     bool              `json:"allow_private"`
 	MinIntervalMS    int64             `json:"min_interval_ms"`
+	// Sitemaps: read the origin's sitemaps after robots.txt (sitemap.go),
+	// spaced by MinIntervalMS raised to robots.txt's Crawl-delay capped at
+	// MaxCrawlDelayMS.
+	Sitemaps        bool  `json:"sitemaps,omitempty"`
+	MaxCrawlDelayMS int64 `json:"max_crawl_delay_ms,omitempty"`
 }
 
 // Outcomes of a fetch, in Artifact.Outcome.
@@ -148,6 +153,9 @@ type RobotsArtifact struct {
 	DurationMS int64     `json:"duration_ms"`
 	Error      string    `json:"error,omitempty"`
 	ErrorCode  string    `json:"error_code,omitempty"`
+	// The sitemaps read after robots.txt and the URLs they list.
+	Sitemaps    []SitemapFetch `json:"sitemaps,omitempty"`
+	SitemapURLs []SitemapURL   `json:"sitemap_urls,omitempty"`
 }
 
 // ReadResult decodes dir/result.json into v. A missing file matches

@@ -114,6 +114,7 @@ type Crawl struct {
 	UserAgent            string   `json:"user_agent"`
 	ObeyRobots           bool     `json:"obey_robots"`
 	RobotsTTL            Duration `json:"robots_ttl"`
+	Sitemaps             bool     `json:"sitemaps"` // read robots.txt's sitemaps (or /sitemap.xml) for URLs
 
 	// Fetching.
 	AllowPrivate   bool              `json:"allow_private"`     // allow private, loopback and link-local addresses
@@ -160,7 +161,7 @@ func New(name string) *Crawl {
 		SchemaVersion: SchemaVersion, Name: name, Scope: ScopeHost, MaxDepth: DefaultMaxDepth,
 		Delay: Duration(DefaultDelay), MaxCrawlDelay: Duration(30 * time.Second),
 		MaxInFlightPerDomain: 1, MaxInFlight: DefaultMaxInFlight,
-		UserAgent: DefaultUserAgent, ObeyRobots: true, RobotsTTL: Duration(24 * time.Hour),
+		UserAgent: DefaultUserAgent, ObeyRobots: true, RobotsTTL: Duration(24 * time.Hour), Sitemaps: true,
 		Timeout: Duration(30 * time.Second), ConnectTimeout: Duration(10 * time.Second),
 		MaxBodyBytes: 10 << 20, MaxRedirects: 5,
 		BlockThreshold: 5, BlockCooldown: Duration(time.Hour),

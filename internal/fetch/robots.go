@@ -43,6 +43,9 @@ func (rh *RobotsHandler) Run(ctx context.Context, t agent.Task) agent.Result {
 	}
 	art := &crawl.RobotsArtifact{Kind: crawl.KindRobots, Crawl: p.Crawl, JobID: t.Env.Lifecycle.ID, Origin: p.Origin}
 	rh.fetch(ctx, st, &p, art)
+	if p.Sitemaps && ctx.Err() == nil {
+		rh.readSitemaps(ctx, st, &p, art) // sitemap.go
+	}
 	if ctx.Err() != nil {
 		return agent.Result{Err: fmt.Errorf("robots.txt of %s: stopped: %w", p.Origin, context.Cause(ctx))}
 	}

@@ -73,6 +73,9 @@ type driver struct {
 	// Running sums of PagesReleased and of this run's RunReleased.
 	released, runReleased int64
 	releasedRun           int
+
+	sitemapLines []crawl.SitemapLine // not yet appended to sitemaps.jsonl (sitemap.go)
+	rereading    map[string]bool     // robots jobs released to read sitemaps before a refresh
 }
 
 func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
@@ -86,7 +89,7 @@ func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
 		log:     f.log.With().Str("crawl", st.Name).Logger(),
 		domains: map[string]*dom{}, work: map[string]*dom{}, inflight: map[string]string{},
 		finished: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},
-		asked: map[string]time.Time{},
+		asked: map[string]time.Time{}, rereading: map[string]bool{},
 	}
 	if err := d.load(); err != nil {
 		lock.Unlock()
@@ -594,6 +597,9 @@ func (d *driver) settleDomains(now time.Time) {
 // persist appends the outcome lines and writes the changed domains, then
 // removes the operator requests applied.
 func (d *driver) persist() error {
+	if err := d.flushSitemapLines(); err != nil {
+		return err
+	}
 	if len(d.outcomes) > 0 {
 		if err := appendOutcomes(d.st.Path(crawl.OutcomesFile), d.outcomes); err != nil {
 			return err

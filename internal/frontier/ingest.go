@@ -359,6 +359,10 @@ func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir strin
 	}
 	dd.Robots[fl.Origin] = rc
 	d.spaceAfter(dm, rc.FetchedAt, now)
+	delete(d.rereading, fl.ID)
+	if haveArt {
+		d.ingestSitemaps(dm, &art, now) // sitemap.go
+	}
 	d.log.Info().Str("domain", dd.Domain).Str("origin", fl.Origin).Int("http_status", rc.HTTPStatus).
 		Str("verdict", rc.Verdict).Float64("crawl_delay_s", rc.CrawlDelay).Msg("robots.txt")
 	if haveArt && art.ErrorCode == crawl.ErrCodePrivate && !d.cfg.AllowPrivate {

@@ -48,6 +48,9 @@ func (d *driver) refreshRequest(r *crawl.Request, path string, batch []*dom) (*d
 		}
 	}
 	dd := dm.d
+	if !gaveUp(dd) && d.rereadSitemaps(dm, *r.Before, time.Now().UTC()) { // sitemap.go
+		return nil, true // not kept: the crawl is not done before the round starts
+	}
 	switch {
 	case gaveUp(dd):
 		d.log.Warn().Str("domain", dd.Domain).Str("status", string(dd.Status)).Msg("refresh of a domain given up dropped (farroctl domain reset first)")
@@ -84,6 +87,7 @@ type known struct {
 	sha          string
 	order        int
 	haveResponse bool
+	fetchedAt    time.Time // of the last response
 }
 
 // startRefresh starts a new round of every domain of doms: one pass over
@@ -112,6 +116,9 @@ func (d *driver) startRefresh(doms []*dom, now time.Time) {
 		k.depth = min(k.depth, o.Depth)
 		if o.Outcome == crawl.OutcomeFetched && o.HTTPStatus != 0 {
 			k.etag, k.lm, k.sha, k.haveResponse = o.ETag, o.LastModified, o.SHA256, true
+			if o.FetchedAt != nil && o.FetchedAt.After(k.fetchedAt) {
+				k.fetchedAt = *o.FetchedAt
+			}
 		}
 		return true
 	})
@@ -122,6 +129,7 @@ func (d *driver) startRefresh(doms []*dom, now time.Time) {
 		d.requests = d.requests[:0]
 		return
 	}
+	changed := d.sitemapChanged(urls) // sitemap.go: released first
 	for _, dm := range doms {
 		dd := dm.d
 		list := make([]*known, 0, len(urls[dd.Domain]))
@@ -138,9 +146,13 @@ func (d *driver) startRefresh(doms []*dom, now time.Time) {
 		t := now
 		dd.RoundStartedAt = &t
 		for _, k := range list {
-			seg := dd.Segment(k.depth, 0)
+			prio := 0
+			if changed[k.url] {
+				prio = 1
+			}
+			seg := dd.Segment(k.depth, prio)
 			key := segKey{dd.Domain, seg.File}
-			e := crawl.Entry{URL: k.url, Depth: k.depth, At: now, Round: dd.Round}
+			e := crawl.Entry{URL: k.url, Depth: k.depth, Priority: prio, At: now, Round: dd.Round}
 			if k.haveResponse {
 				e.ETag, e.LastModified, e.PrevSHA256 = k.etag, k.lm, k.sha
 			}

@@ -304,6 +304,7 @@ func (d *driver) releaseRobots(dm *dom, origin string, now time.Time) bool {
 		Crawl: d.st.Name, Origin: origin, Domain: dd.Domain, UserAgent: d.cfg.UserAgent,
 		TimeoutMS: d.cfg.Timeout.D().Milliseconds(), ConnectTimeoutMS: d.cfg.ConnectTimeout.D().Milliseconds(),
 		MaxBytes: robots.MaxBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate, MinIntervalMS: interval.Milliseconds(),
+		Sitemaps: d.cfg.Sitemaps, MaxCrawlDelayMS: d.cfg.MaxCrawlDelay.D().Milliseconds(),
 	}
 	b, _ := json.Marshal(&p)
 	// Robots first: it is what the domain waits for.

@@ -33,6 +33,9 @@ func CrawlFor(src *source.Source) *crawl.Crawl {
 	c.Scope, c.MaxDepth, c.MaxPagesPerRun = src.Scope, src.MaxDepth, src.MaxPages
 	c.Delay, c.UserAgent, c.AllowPrivate = src.Delay, src.UserAgent, src.AllowPrivate
 	c.Timeout = src.Timeout
+	// A source is a page watched for change, not a site to discover:
+	// its sitemaps would spend its budget elsewhere (docs/CRAWL.md).
+	c.Sitemaps = false
 	if len(src.Resolve) > 0 {
 		c.Resolve = map[string]string{}
 		for k, v := range src.Resolve {

@@ -98,8 +98,8 @@ func Counts(log []Request) map[string]int {
 	return out
 }
 
-// IsRobots tells whether a request is for a robots.txt (or a redirect of
-// one).
+// IsRobots tells whether a request is one of a robots job's: for a
+// robots.txt (or a redirect of one) or for a sitemap.
 func IsRobots(r Request) bool {
-	return strings.HasSuffix(r.URI, "robots.txt")
+	return strings.HasSuffix(r.URI, "robots.txt") || strings.Contains(r.URI, "sitemap")
 }
