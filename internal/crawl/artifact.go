@@ -45,6 +45,7 @@ type FetchPrompt struct {
 	IfNoneMatch     string `json:"if_none_match,omitempty"`
 	IfModifiedSince string `json:"if_modified_since,omitempty"`
 	PrevSHA256      string `json:"prev_sha256,omitempty"`
+	FetchFilters           // content types, robots meta switches (filter.go)
 }
 
 // RobotsRef names a stored robots.txt.
@@ -123,6 +124,8 @@ type Artifact struct {
 	// body it sent last time (SHA256 is then the previous body's).
 	Round     int  `json:"round,omitempty"`
 	Unchanged bool `json:"unchanged,omitempty"`
+
+	PageDirectives // noindex, nofollow (filter.go)
 }
 
 // RobotsArtifact is the result.json of a crawl.robots job.
@@ -196,6 +199,7 @@ type Outcome struct {
 	LastModified string `json:"last_modified,omitempty"`
 	Unchanged    bool   `json:"unchanged,omitempty"`
 	Round        int    `json:"round,omitempty"`
+	PageDirectives
 }
 
 // ScanOutcomes calls fn for every line of outcomes.jsonl (a torn last
@@ -272,6 +276,7 @@ type Frontier struct {
 	TooManyHop int64     `json:"too_many_redirects"`
 	Invalid    int64     `json:"invalid"`    // links that do not normalize (other schemes, bad syntax)
 	Duplicates int64     `json:"duplicates"` // links already seen
+	Filtered   int64     `json:"filtered"`   // links dropped by a URL filter
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
