@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/ctl"
 	"github.com/farro-dev/farro/internal/testsite"
+	"github.com/farro-dev/farro/pkg/job"
 )
 
 // filterSite serves f.test on loopback: pages with each URL-filter case,
@@ -189,6 +191,41 @@ func TestCrawlFilters(t *testing.T) {
 			marks[strings.TrimPrefix(o.URL, fs.url(""))] = o.PageDirectives
 			return true
 		})
+		// After retention removed the jobs, why and export still tell.
+		for _, p := range []string{"/doc.pdf", "/ni"} {
+			if err := os.RemoveAll(e.spool.JobDir(job.Succeeded, "", crawl.FetchJobID("filt", fs.url(p)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, w := range []struct{ path, verdict, says string }{
+			{"/doc.pdf", ctl.WhyFiltered, `not in the crawl's content types (text/html): body not downloaded (job `},
+			{"/ni", ctl.WhyDone, "noindex: archived, marked not to be indexed; robots directives meta: noindex (job "},
+		} {
+			a := whyOf(t, e.spool.Root, "filt", fs.url(w.path))
+			if a.Verdict != w.verdict || !strings.Contains(a.Message, w.says) || !strings.Contains(a.Message, "no longer in the spool") {
+				t.Errorf("why %s after retention: %s %q; want %s saying %q", w.path, a.Verdict, a.Message, w.verdict, w.says)
+			}
+		}
+		var out bytes.Buffer
+		if err := (&ctl.Ctl{Root: e.spool.Root, Stdout: &out, Stderr: &out}).CrawlExport("filt"); err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var a crawl.Artifact
+			if err := json.Unmarshal([]byte(line), &a); err != nil {
+				t.Fatalf("export line %q: %v", line, err)
+			}
+			if a.NormalizedURL == fs.url("/ni") || a.NormalizedURL == fs.url("/none") || a.NormalizedURL == fs.url("/nf") {
+				rows++
+				if a.Noindex != (a.NormalizedURL != fs.url("/nf")) {
+					t.Errorf("export row of %s: noindex %v", a.NormalizedURL, a.Noindex)
+				}
+			}
+		}
+		if rows != 3 {
+			t.Errorf("export: %d rows of /ni, /none, /nf, want 3:\n%s", rows, out.String())
+		}
 		if !marks["/ni"].Noindex || marks["/ni"].Nofollow || !marks["/none"].Noindex || !marks["/none"].Nofollow || marks["/"].NofollowLinks != 1 || marks["/xh"] != (crawl.PageDirectives{}) {
 			t.Errorf("outcome marks: %+v", marks)
 		}
