@@ -45,7 +45,7 @@ Seeds come from --seed (repeatable) and --seeds-file (lines "URL [PRIORITY]", '#
 Budgets count URL jobs released; 0 means unlimited. A run starts with start and with every resume;
 a per-run budget reached pauses the crawl.`,
 		OnUsageError: usageErr,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "seed", Usage: "start `URL` (repeatable)"},
 			&cli.StringFlag{Name: "seeds-file", Usage: "read seeds from `FILE` (- for stdin)"},
 			&cli.StringFlag{Name: "scope", Value: string(def.Scope), Usage: "host (the seeds' hosts, www. folded), domain (their registrable domains, subdomains included) or prefix (URLs starting with a seed)"},
@@ -78,7 +78,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.BoolFlag{Name: "strip-www", Usage: "normalization: fold leading www. of hosts"},
 			&cli.BoolFlag{Name: "lowercase-path", Usage: "normalization: lowercase paths"},
 			&cli.BoolFlag{Name: "drop-empty-query", Usage: "normalization: drop an empty '?'"},
-		},
+		}, crawlFilterFlags()...), // crawl_filter.go
 		Action: func(cc *cli.Context) error {
 			a, err := nameArg(cc, 1)
 			if err != nil {
@@ -99,6 +99,7 @@ a per-run budget reached pauses the crawl.`,
 			cr.UnreachableThreshold, cr.UnreachableCooldown = cc.Int("unreachable-threshold"), crawl.Duration(cc.Duration("unreachable-cooldown"))
 			cr.MaxDomainRetries = cc.Int("max-domain-retries")
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
+			applyCrawlFilterFlags(cc, cr) // crawl_filter.go
 			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve")})
 		},
 	}

@@ -45,6 +45,7 @@ type FetchPrompt struct {
 	IfNoneMatch     string `json:"if_none_match,omitempty"`
 	IfModifiedSince string `json:"if_modified_since,omitempty"`
 	PrevSHA256      string `json:"prev_sha256,omitempty"`
+	FetchFilters           // content types, robots meta switches (filter.go)
 }
 
 // RobotsRef names a stored robots.txt.
@@ -134,6 +135,8 @@ type Artifact struct {
 	// Exchange is the request and response as sent and received (for
 	// WARC export); nil for a fetch that got no response.
 	Exchange *Exchange `json:"exchange,omitempty"`
+
+	PageDirectives // noindex, nofollow (filter.go)
 }
 
 // RobotsArtifact is the result.json of a crawl.robots job.
@@ -211,6 +214,7 @@ type Outcome struct {
 	LastModified string `json:"last_modified,omitempty"`
 	Unchanged    bool   `json:"unchanged,omitempty"`
 	Round        int    `json:"round,omitempty"`
+	PageDirectives
 }
 
 // ScanOutcomes calls fn for every line of outcomes.jsonl (a torn last
@@ -287,6 +291,7 @@ type Frontier struct {
 	TooManyHop int64     `json:"too_many_redirects"`
 	Invalid    int64     `json:"invalid"`    // links that do not normalize (other schemes, bad syntax)
 	Duplicates int64     `json:"duplicates"` // links already seen
+	Filtered   int64     `json:"filtered"`   // links dropped by a URL filter
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 

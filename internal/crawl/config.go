@@ -125,6 +125,7 @@ type Crawl struct {
 	MaxAttempts    int               `json:"max_attempts"`  // per URL job; 0: managerd's default
 	MaxRedirects   int               `json:"max_redirects"` // redirect hops followed from one discovered URL
 	Normalize      Normalization     `json:"normalize"`
+	Filters                          // URL and content-type filters, robots meta (filter.go)
 
 	// Domain error handling (seed 004).
 	BlockThreshold       int      `json:"block_threshold"`       // consecutive 403/429/5xx before blocked
@@ -236,6 +237,9 @@ func (c *Crawl) Validate() error {
 		return errors.New("cooldowns and domain retries must not be negative")
 	case c.RobotsTTL <= 0 || c.RobotsTTL.D() > 24*time.Hour:
 		return errors.New("robots TTL must be positive and at most 24h (RFC 9309)")
+	}
+	if err := c.Filters.Validate(c.Normalize.Options()); err != nil {
+		return err
 	}
 	for hp, addr := range c.Resolve {
 		if err := ValidateResolve(hp, addr); err != nil {

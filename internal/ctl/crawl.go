@@ -385,6 +385,7 @@ func artifactOf(s *job.Spool, name string, o *crawl.Outcome) *crawl.Artifact {
 	}
 	a := &crawl.Artifact{Kind: crawl.KindFetch, Crawl: name, JobID: o.JobID, NormalizedURL: o.URL, FinalURL: o.URL, Domain: o.Domain,
 		Depth: o.Depth, Outcome: o.Outcome, HTTPStatus: o.HTTPStatus, SHA256: o.SHA256, Error: o.Detail, Links: nil}
+	a.PageDirectives = o.PageDirectives // noindex, nofollow
 	if o.FetchedAt != nil {
 		a.FetchedAt = *o.FetchedAt
 	}

@@ -46,6 +46,7 @@ type CrawlSummary struct {
 	TooDeep    int64 `json:"too_deep"`
 	Duplicates int64 `json:"duplicates"`
 	Invalid    int64 `json:"invalid"`
+	Filtered   int64 `json:"filtered"` // by a URL filter (--accept-regex, ...)
 
 	DomainStatus map[crawl.DomainStatus]int `json:"domain_status"`
 	HTTPStatus   map[string]int64           `json:"http_status"`
@@ -151,6 +152,7 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 	}
 	if fr, err := st.LoadFrontier(); err == nil {
 		sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid = fr.OutOfScope, fr.TooDeep, fr.Duplicates, fr.Invalid
+		sum.Filtered = fr.Filtered
 	}
 	rate, window := crawlRate(st, cr, now)
 	sum.RatePerSecond, sum.RateWindowS = rate, window.Seconds()
@@ -205,7 +207,7 @@ func (c *Ctl) CrawlStatus(name string, jsonOut bool) error {
 	}
 	fmt.Fprintf(tw, "pending\t%d\n", sum.Pending)
 	fmt.Fprintf(tw, "in flight\t%d\n", sum.InFlight)
-	fmt.Fprintf(tw, "dropped links\t%d out of scope, %d too deep, %d duplicates, %d invalid\n", sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid)
+	fmt.Fprintf(tw, "dropped links\t%d out of scope, %d too deep, %d duplicates, %d invalid, %d filtered\n", sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid, sum.Filtered)
 	fmt.Fprintf(tw, "rate\t%.2f URLs/s (over the last %s of running time); %.2f pages/s fetched over the crawl's %s\n", sum.RatePerSecond,
 		time.Duration(sum.RateWindowS*float64(time.Second)).Round(time.Second), sum.AveragePerSecond, time.Duration(sum.ElapsedMS)*time.Millisecond)
 	var js []string

@@ -79,6 +79,9 @@ func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Ti
 			return a
 		}
 	}
+	if filterWhy(a, cr, u) { // why_filter.go
+		return a
+	}
 	k := crawl.URLKey(u)
 	seen, _ := seenset.Contains(st.Path(crawl.SeenDir), k)
 	if !seen {
@@ -108,6 +111,9 @@ func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Ti
 		case crawl.OutcomeRobotsDenied:
 			a.Verdict, a.Message = WhyRobots, "robots rule: "+last.Detail+" (dropped "+last.Time.Format(whyTimeLayout)+")"
 		default:
+			if outcomeWhy(a, last, id) { // why_filter.go
+				break
+			}
 			a.Verdict = WhyDone
 			a.Message = fmt.Sprintf("done: %s, http_status %d, at %s (job %s no longer in the spool)", last.Outcome, last.HTTPStatus, last.Time.Format(whyTimeLayout), id)
 		}
@@ -147,6 +153,9 @@ func jobWhy(a *WhyAnswer, s *job.Spool, l job.Location) {
 		var art crawl.Artifact
 		if crawl.ReadResult(l.Dir, &art) == nil {
 			a.Depth = &art.Depth
+			if artifactWhy(a, &art, j.ID) { // why_filter.go
+				return
+			}
 			switch art.Outcome {
 			case crawl.OutcomeRefused:
 				a.Verdict, a.Message = WhyDone, fmt.Sprintf("done: refused by the fetcher at %s: %s (job %s)", art.FetchedAt.Format(whyTimeLayout), art.Error, j.ID)

@@ -147,6 +147,7 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 		return err
 	}
 	ctx = conditionalContext(ctx, p, art) // a refresh's validators (conditional.go)
+	ctx = filterContext(ctx, p)           // content types (directives.go)
 	res, err := h.do(ctx, tk, p.URL, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, p.MaxBodyBytes)
 	art.FetchedAt, art.DurationMS = res.start.UTC(), res.dur.Milliseconds()
 	if err != nil {
@@ -164,6 +165,10 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 	// The exchange as sent and received, for WARC export (exchange.go).
 	art.Exchange = res.exchange
 	if notModified(p, art) { // 304 to a conditional request (conditional.go)
+		return nil
+	}
+	if res.rejectedType { // body not read (directives.go)
+		rejectType(p, art)
 		return nil
 	}
 	art.BodyBytes, art.Truncated = int64(len(res.body)), res.truncated
@@ -192,9 +197,7 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 			pushGate(gate, time.Now().Add(min(d, maxGateWait)))
 		}
 	}
-	if res.status >= 200 && res.status < 300 && IsHTML(art.ContentType, res.body) {
-		art.Links = ExtractLinks(p.URL, res.body)
-	}
+	pageLinks(p, art, &res) // links, robots meta, nofollow (directives.go)
 	return nil
 }
 
@@ -206,6 +209,10 @@ type response struct {
 	body      []byte
 	truncated bool
 	exchange  *crawl.Exchange
+	// rejectedType: a 2xx of a type not in the prompt's content types,
+	// its body not read; robotsTag: the X-Robots-Tag header values.
+	rejectedType bool
+	robotsTag    []string
 }
 
 // do sends one GET and reads at most maxBytes of the body. tk, the
@@ -262,6 +269,11 @@ func (h *Handler) do(ctx context.Context, tk *gateTicket, rawURL, ua string, res
 		if v := resp.Header.Values(k); len(v) > 0 {
 			res.headers[k] = strings.Join(v, ", ")
 		}
+	}
+	res.robotsTag = resp.Header.Values("X-Robots-Tag")
+	if typeRejected(ctx, resp) {
+		res.dur, res.rejectedType = time.Since(res.start), true
+		return res, nil
 	}
 	if maxBytes <= 0 {
 		maxBytes = 10 << 20

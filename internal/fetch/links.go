@@ -21,6 +21,13 @@ const MaxLinks = 10000
 // and normalized with urlnorm's safe rules; other schemes (mailto:,
 // javascript:, data:) and unparsable references are dropped.
 func ExtractLinks(pageURL string, body []byte) []string {
+	links, _ := extractLinks(pageURL, body, false)
+	return links
+}
+
+// extractLinks is ExtractLinks; with dropNofollow, the links whose rel
+// has "nofollow" are left out and counted in dropped.
+func extractLinks(pageURL string, body []byte, dropNofollow bool) (links []string, dropped int) {
 	z := html.NewTokenizer(bytes.NewReader(body))
 	var refs []string
 	base := ""
@@ -81,6 +88,10 @@ func ExtractLinks(pageURL string, body []byte) []string {
 				continue
 			}
 		}
+		if dropNofollow && relHas(rel, "nofollow") {
+			dropped++
+			continue
+		}
 		refs = append(refs, val)
 	}
 	docBase := pageURL
@@ -102,7 +113,7 @@ func ExtractLinks(pageURL string, body []byte) []string {
 			break
 		}
 	}
-	return out
+	return out, dropped
 }
 
 func relHas(rel, token string) bool {

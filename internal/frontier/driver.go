@@ -50,6 +50,7 @@ type driver struct {
 	cfg      *crawl.Crawl
 	cfgStamp string
 	scoper   *crawl.Scoper
+	filter   *crawl.URLFilter // nil: no URL filter
 	seen     *seenset.Set
 	deep     *seenset.Set
 	fr       *crawl.Frontier
@@ -254,7 +255,11 @@ func (d *driver) setConfig(cfg *crawl.Crawl, stamp string) error {
 	if err != nil {
 		return err
 	}
-	d.cfg, d.scoper = cfg, sc
+	uf, err := crawl.NewURLFilter(cfg.Filters, cfg.Normalize.Options())
+	if err != nil {
+		return err
+	}
+	d.cfg, d.scoper, d.filter = cfg, sc, uf
 	d.cfgStamp = stamp
 	return nil
 }

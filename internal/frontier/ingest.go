@@ -131,7 +131,10 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 	}
 	switch {
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeFetched:
-		out.Outcome = crawl.OutcomeFetched
+		out.Outcome, out.PageDirectives = crawl.OutcomeFetched, art.PageDirectives
+		if art.ErrorCode == crawl.ErrCodeContentType {
+			out.Detail = art.Error
+		}
 		d.fetched(dm, &art, now)
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
 		out.Outcome, out.Detail = crawl.OutcomeRefused, art.Error
@@ -393,6 +396,13 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 		d.fr.OutOfScope++
 		d.frDirty = true
 		return
+	}
+	if from != "" { // seeds are exempt from the URL filters
+		if ok, _ := d.filter.Allowed(u); !ok {
+			d.fr.Filtered++
+			d.frDirty = true
+			return
+		}
 	}
 	k := crawl.URLKey(u)
 	if depth > d.cfg.MaxDepth {

@@ -277,6 +277,7 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 		MaxBodyBytes: d.cfg.MaxBodyBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate,
 		MinIntervalMS: interval.Milliseconds(), Robots: ref,
 		Round: dd.Round, IfNoneMatch: e.ETag, IfModifiedSince: e.LastModified, PrevSHA256: e.PrevSHA256,
+		FetchFilters: d.cfg.FetchFilters(),
 	}
 	b, _ := json.Marshal(&p)
 	d.stage(pendingRelease{req: d.request(id, crawl.KindFetch, e.Priority, b), dm: dm, entry: &e})
