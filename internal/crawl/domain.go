@@ -119,6 +119,14 @@ type Flight struct {
 	URL        string    `json:"url"`
 	Origin     string    `json:"origin,omitempty"` // robots jobs
 	ReleasedAt time.Time `json:"released_at"`
+	// What a retry of the URL needs (retry.go): its queue entry's place
+	// and the URL's tries so far.
+	Depth    int    `json:"depth,omitempty"`
+	Hops     int    `json:"hops,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	From     string `json:"from,omitempty"`
+	Try      int    `json:"try,omitempty"`      // retries released before this one (job ID suffix)
+	Failures int    `json:"failures,omitempty"` // failed attempts counted against the URL
 }
 
 // Segment is one queue file of a domain: the URLs discovered at one
