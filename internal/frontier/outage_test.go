@@ -2,6 +2,7 @@ package frontier_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -229,6 +230,33 @@ func TestCrawlOutage(t *testing.T) {
 	}
 	if bad := killedOrFailed(t, st); len(bad) > 0 {
 		t.Errorf("URLs ended during the outage: %v", bad)
+	}
+	// why follows the retries: a URL whose try failed waits, with the
+	// job of that try named.
+	retried := 0
+	var out bytes.Buffer
+	c := &ctl.Ctl{Root: e.spool.Root, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out}
+	for _, p := range pageList(pages) {
+		if s.served200()[p] > 0 {
+			continue
+		}
+		out.Reset()
+		if err := c.Why("outage", s.url(p), true); err != nil {
+			t.Fatal(err)
+		}
+		var a ctl.WhyAnswer
+		if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+			t.Fatalf("why %s: %v: %s", p, err, out.String())
+		}
+		if a.Verdict == ctl.WhyKilled || a.Verdict == ctl.WhyDone || a.Verdict == ctl.WhyUnaccounted {
+			t.Errorf("why %s during the outage: %s (%s)", p, a.Verdict, a.Message)
+		}
+		if strings.Contains(a.Message, "queued again after job") {
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Error("no URL retried during the outage")
 	}
 	s.up()
 	waitState(t, st, crawl.Done, 15*time.Second)
