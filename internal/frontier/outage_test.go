@@ -353,3 +353,63 @@ func TestCrawlRetryKilled(t *testing.T) {
 		t.Errorf("retry job: %+v %v", locs, err)
 	}
 }
+
+// TestCrawlOutageGivenUpReset: a domain given up during an outage keeps
+// its URLs pending (the crawl finishes, nothing failed); once the site is
+// back, domain reset and resume fetch every page.
+func TestCrawlOutageGivenUpReset(t *testing.T) {
+	const pages = 4
+	s := startFlaky(t, pages)
+	e := startEnv(t, 2)
+	defer e.stop()
+	st, _ := crawl.Open(e.spool, "gone")
+	cfg := outageCrawl(s, "gone")
+	cfg.MaxDomainRetries = 0 // the first unreachable verdict gives up
+	if err := st.Create(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.served200()) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pages never fetched: %v", s.served200())
+		}
+	}
+	s.down()
+	waitState(t, st, crawl.Done, 15*time.Second)
+	dn := outageHost + ":" + strconv.Itoa(s.port)
+	d, err := st.LoadDomain(dn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != crawl.DomainUnreachable || d.NextCrawlAfter != nil || d.Pending() == 0 {
+		t.Fatalf("domain after the outage: %s, next %v, %d pending; want unreachable, given up, URLs pending", d.Status, d.NextCrawlAfter, d.Pending())
+	}
+	if bad := killedOrFailed(t, st); len(bad) > 0 {
+		t.Errorf("URLs ended by the outage: %v", bad)
+	}
+	s.up()
+	var out bytes.Buffer
+	c := &ctl.Ctl{Root: e.spool.Root, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out}
+	if err := c.DomainReset("gone", dn); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CrawlResume("gone"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cr, err := st.Load()
+		got := s.served200()
+		all := true
+		for _, p := range pageList(pages) {
+			all = all && got[p] == 1
+		}
+		if err == nil && cr.State == crawl.Done && cr.Run == 2 && all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after reset and resume: %v %v, served %v", cr.State, err, got)
+		}
+	}
+	if bad := killedOrFailed(t, st); len(bad) > 0 {
+		t.Errorf("URLs failed: %v", bad)
+	}
+}
