@@ -127,6 +127,10 @@ type Flight struct {
 	From     string `json:"from,omitempty"`
 	Try      int    `json:"try,omitempty"`      // retries released before this one (job ID suffix)
 	Failures int    `json:"failures,omitempty"` // failed attempts counted against the URL
+	// A refresh round's validators, so that a retry stays conditional.
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	PrevSHA256   string `json:"prev_sha256,omitempty"`
 }
 
 // Segment is one queue file of a domain: the URLs discovered at one

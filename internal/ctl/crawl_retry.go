@@ -50,20 +50,24 @@ func (c *Ctl) CrawlRetry(o CrawlRetryOptions) (err error) {
 		fmt.Fprintf(c.Stdout, "%s: no URL%s whose last outcome is %s; nothing to retry\n", o.Name, where, strings.Join(states, " or "))
 		return nil
 	}
-	if _, err := st.PutRequest(crawl.Request{Op: crawl.OpRetry, Domain: dn, States: states, Actor: Actor}); err != nil {
-		return err
-	}
+	// The request is written under crawl.lock, before a done crawl is
+	// resumed: the frontier declares a crawl done under the same lock after
+	// reading every request, so the request is never stranded in a done
+	// crawl.
 	run := ""
 	cr, err = st.Update(func(cr *crawl.Crawl) error {
-		switch cr.State {
-		case crawl.Done:
+		if cr.State == crawl.Cancelled {
+			return fmt.Errorf("crawl %s is cancelled: nothing of it is released again", o.Name)
+		}
+		if _, err := st.PutRequest(crawl.Request{Op: crawl.OpRetry, Domain: dn, States: states, Actor: Actor}); err != nil {
+			return err
+		}
+		if cr.State == crawl.Done {
 			cr.State, cr.StateReason = crawl.Running, ""
 			cr.Run++
 			cr.RunStarted = time.Now().UTC()
 			cr.FinishedAt = nil
 			run = "; done -> running"
-		case crawl.Cancelled:
-			return fmt.Errorf("crawl %s was cancelled meanwhile: the retry request will not be applied", o.Name)
 		}
 		return nil
 	})
