@@ -14,6 +14,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -36,6 +37,7 @@ type served struct {
 	path   string
 	status int
 	at     time.Time
+	inm    string // If-None-Match
 }
 
 const outageHost = "outage.test"
@@ -121,12 +123,13 @@ func (s *flakySite) handle(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/robots.txt" {
 		status = 404
 	}
-	s.log = append(s.log, served{r.URL.Path, status, time.Now()})
+	s.log = append(s.log, served{r.URL.Path, status, time.Now(), r.Header.Get("If-None-Match")})
 	s.mu.Unlock()
 	if ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
 	w.Header().Set("Content-Type", "text/html")
+	w.Header().Set("ETag", `"v1"`)
 	w.WriteHeader(status)
 	if r.URL.Path == "/" && status == 200 {
 		var b strings.Builder
@@ -411,5 +414,39 @@ func TestCrawlOutageGivenUpReset(t *testing.T) {
 	}
 	if bad := killedOrFailed(t, st); len(bad) > 0 {
 		t.Errorf("URLs failed: %v", bad)
+	}
+}
+
+// TestCrawlRefreshRetryConditional: a refresh round's fetch that gets a
+// 5xx is retried with the validators of the page's last response.
+func TestCrawlRefreshRetryConditional(t *testing.T) {
+	s := startFlaky(t, 1)
+	e := startEnv(t, 1)
+	defer e.stop()
+	st, _ := crawl.Open(e.spool, "rf")
+	cfg := outageCrawl(s, "rf")
+	cfg.MaxDepth = 0
+	if err := st.Create(cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, crawl.Done, 10*time.Second)
+	s.mu.Lock()
+	s.first["/"] = []string{"503"}
+	s.mu.Unlock()
+	if _, err := pipeline.RequestRefresh(st, nil, time.Now(), true); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cr, err := st.Load()
+		if err == nil && cr.State == crawl.Done && cr.Run == 2 && len(s.requests("/")) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refresh not done: %+v %v, requests %+v", cr, err, s.requests("/"))
+		}
+	}
+	rs := s.requests("/")
+	if len(rs) != 3 || rs[1].status != 503 || rs[1].inm != `"v1"` || rs[2].status != 200 || rs[2].inm != `"v1"` {
+		t.Errorf("requests of /: %+v; want 200, then 503 and its retry, both with If-None-Match \"v1\"", rs)
 	}
 }
