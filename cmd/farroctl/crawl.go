@@ -67,12 +67,14 @@ a per-run budget reached pauses the crawl.`,
 			&cli.DurationFlag{Name: "timeout", Value: def.Timeout.D(), Usage: "per request"},
 			&cli.DurationFlag{Name: "connect-timeout", Value: def.ConnectTimeout.D(), Usage: "per connection"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: def.MaxBodyBytes, Usage: "body size cap (longer bodies are truncated)"},
-			&cli.IntFlag{Name: "max-attempts", Usage: "attempts per URL on network failures (0: managerd's --max-attempts)"},
+			&cli.IntFlag{Name: "max-attempts", Usage: "failed attempts (network failures, 5xx) that end a URL while its domain answers (0: 3)"},
 			&cli.IntFlag{Name: "max-redirects", Value: def.MaxRedirects, Usage: "redirect hops followed from a discovered URL"},
 			&cli.IntFlag{Name: "block-threshold", Value: def.BlockThreshold, Usage: "consecutive 403/429/5xx that block a domain"},
 			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a blocked domain rests"},
 			&cli.IntFlag{Name: "unreachable-threshold", Value: def.UnreachableThreshold, Usage: "consecutive network failures that make a domain unreachable"},
 			&cli.DurationFlag{Name: "unreachable-cooldown", Value: def.UnreachableCooldown.D(), Usage: "how long an unreachable domain rests"},
+			&cli.DurationFlag{Name: "retry-backoff", Value: crawl.DefaultRetryBackoff, Usage: "first wait before a domain's next request after a network failure or 5xx (doubling, jittered)"},
+			&cli.DurationFlag{Name: "retry-backoff-max", Value: crawl.DefaultRetryBackoffMax, Usage: "longest such wait"},
 			&cli.IntFlag{Name: "max-domain-retries", Value: def.MaxDomainRetries, Usage: "cooldowns before a domain is given up for this crawl"},
 			&cli.BoolFlag{Name: "sort-query", Usage: "normalization: sort query parameters"},
 			&cli.BoolFlag{Name: "strip-www", Usage: "normalization: fold leading www. of hosts"},
@@ -97,6 +99,7 @@ a per-run budget reached pauses the crawl.`,
 			cr.MaxBodyBytes, cr.MaxAttempts, cr.MaxRedirects = cc.Int64("max-body-bytes"), cc.Int("max-attempts"), cc.Int("max-redirects")
 			cr.BlockThreshold, cr.BlockCooldown = cc.Int("block-threshold"), crawl.Duration(cc.Duration("block-cooldown"))
 			cr.UnreachableThreshold, cr.UnreachableCooldown = cc.Int("unreachable-threshold"), crawl.Duration(cc.Duration("unreachable-cooldown"))
+			cr.RetryBackoff, cr.RetryBackoffMax = crawl.Duration(cc.Duration("retry-backoff")), crawl.Duration(cc.Duration("retry-backoff-max"))
 			cr.MaxDomainRetries = cc.Int("max-domain-retries")
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
 			applyCrawlFilterFlags(cc, cr) // crawl_filter.go
@@ -105,7 +108,7 @@ a per-run budget reached pauses the crawl.`,
 	}
 	crawlCmd := &cli.Command{
 		Name:         "crawl",
-		Usage:        "crawls: start, ls, status, pause, resume, cancel, export",
+		Usage:        "crawls: start, ls, status, pause, resume, cancel, export, retry",
 		OnUsageError: usageErr,
 		Subcommands: []*cli.Command{
 			start,
@@ -133,6 +136,7 @@ a per-run budget reached pauses the crawl.`,
 			simple("resume", "release this crawl's URLs again (a new run); a paused job kind: farroctl resume KIND", (*ctl.Ctl).CrawlResume),
 			simple("cancel", "stop the crawl for good: nothing more is released, queued jobs are killed, running ones stopped", (*ctl.Ctl).CrawlCancel),
 			crawlExportCommand(c, usageErr, nameArg), // crawl_warc.go
+			crawlRetryCommand(c, usageErr),
 		},
 	}
 	domains := &cli.Command{

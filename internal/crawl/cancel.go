@@ -55,7 +55,7 @@ func CancelJob(s *job.Spool, id, actor string) (CancelOutcome, error) {
 // Request is an operator request to the frontier of a crawl, a file in
 // crawls/<name>/requests/ that the frontier applies and removes.
 type Request struct {
-	Op          string    `json:"op"` // "reset" or "refresh"
+	Op          string    `json:"op"` // "reset", "refresh" or "retry"
 	Domain      string    `json:"domain"`
 	Actor       string    `json:"actor"`
 	RequestedAt time.Time `json:"requested_at"`
@@ -63,6 +63,8 @@ type Request struct {
 	// started at or after this time. Applying the same request twice
 	// refreshes once, so a requester that crashed may simply ask again.
 	Before *time.Time `json:"before,omitempty"`
+	// States (retry): the last outcomes whose URLs are queued again.
+	States []string `json:"states,omitempty"`
 }
 
 // Request ops.

@@ -133,6 +133,10 @@ type Crawl struct {
 	UnreachableThreshold int      `json:"unreachable_threshold"` // consecutive network failures before unreachable
 	UnreachableCooldown  Duration `json:"unreachable_cooldown"`
 	MaxDomainRetries     int      `json:"max_domain_retries"` // cooldowns before a domain stays blocked for this crawl
+	// Outages (retry.go): the first and the longest wait before a
+	// domain's next request after a failed one (0: the defaults).
+	RetryBackoff    Duration `json:"retry_backoff,omitempty"`
+	RetryBackoffMax Duration `json:"retry_backoff_max,omitempty"`
 
 	// State.
 	State       State      `json:"state"`
@@ -233,6 +237,8 @@ func (c *Crawl) Validate() error {
 		return errors.New("max redirects must not be negative")
 	case c.BlockThreshold < 1 || c.UnreachableThreshold < 1:
 		return errors.New("block and unreachable thresholds must be at least 1")
+	case c.RetryBackoff < 0 || c.RetryBackoffMax < 0:
+		return errors.New("retry backoffs must not be negative")
 	case c.BlockCooldown < 0 || c.UnreachableCooldown < 0 || c.MaxDomainRetries < 0:
 		return errors.New("cooldowns and domain retries must not be negative")
 	case c.RobotsTTL <= 0 || c.RobotsTTL.D() > 24*time.Hour:

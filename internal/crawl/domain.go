@@ -121,6 +121,16 @@ type Flight struct {
 	From       string    `json:"from,omitempty"`   // fetch jobs: the referrer, at most MaxReferrerBytes
 	Depth      int       `json:"depth,omitempty"`  // fetch jobs
 	ReleasedAt time.Time `json:"released_at"`
+	// What a retry of the URL needs (retry.go): its queue entry's place
+	// (with Depth and From above) and the URL's tries so far.
+	Hops     int `json:"hops,omitempty"`
+	Priority int `json:"priority,omitempty"`
+	Try      int `json:"try,omitempty"`      // retries released before this one (job ID suffix)
+	Failures int `json:"failures,omitempty"` // failed attempts counted against the URL
+	// A refresh round's validators, so that a retry stays conditional.
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	PrevSHA256   string `json:"prev_sha256,omitempty"`
 }
 
 // Segment is one queue file of a domain: the URLs discovered at one

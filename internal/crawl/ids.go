@@ -52,7 +52,10 @@ func RobotsJobID(name, origin string, gen int) string {
 func ParseJobID(id string) (kind, name string, ok bool) {
 	switch {
 	case strings.HasPrefix(id, "c-"):
-		rest := id[2:]
+		rest, ok := stripTry(id[2:])
+		if !ok {
+			return "", "", false
+		}
 		if i := strings.LastIndexByte(rest, '.'); i >= 0 {
 			// A refresh round's suffix.
 			if n, err := strconv.Atoi(rest[i+1:]); err != nil || n < 1 || rest[i+1] == '0' {

@@ -28,6 +28,11 @@ type Entry struct {
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"last_modified,omitempty"`
 	PrevSHA256   string `json:"prev_sha256,omitempty"`
+	// A retry after a failed attempt (retry.go): Try numbers the
+	// retry (its job ID's suffix), Failures counts the attempts held
+	// against the URL.
+	Try      int `json:"try,omitempty"`
+	Failures int `json:"failures,omitempty"`
 }
 
 // AppendEntries appends entries to the segment file at path (created if

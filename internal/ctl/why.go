@@ -92,9 +92,12 @@ func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Ti
 		a.Verdict, a.Message = WhyNeverSeen, "never seen: no fetched page links to it (yet)"
 		return a
 	}
-	id := crawl.FetchJobID(cr.Name, u)
+	id := latestFetchJob(s, cr.Name, u) // why_retry.go
 	a.JobID = id
 	if locs, err := s.LocateSettled(id, Actor); err == nil {
+		if locs[0].State == job.Killed && requeuedWhy(a, st, cr, u, now) {
+			return a
+		}
 		jobWhy(a, s, locs[0])
 		return a
 	}

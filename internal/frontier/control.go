@@ -82,6 +82,8 @@ func (d *driver) applyRequests(now time.Time) {
 			if dm != nil {
 				refresh = append(refresh, dm)
 			}
+		case crawl.OpRetry:
+			d.retryRequest(&r, now) // retry.go
 		case crawl.OpReset:
 			dm := d.domains[r.Domain]
 			if dm == nil {

@@ -62,6 +62,10 @@ func testCrawl(site *testsite.Site, name string) *crawl.Crawl {
 	c.BlockCooldown = crawl.Duration(time.Second)
 	c.MaxDomainRetries = 1
 	c.UnreachableThreshold = 2
+	// No rest: an unreachable domain is given up at once (its URL stays
+	// pending); 5xx and network failures are retried soon.
+	c.UnreachableCooldown = 0
+	c.RetryBackoff, c.RetryBackoffMax = crawl.Duration(50*time.Millisecond), crawl.Duration(200*time.Millisecond)
 	return c
 }
 
@@ -116,7 +120,7 @@ func TestCrawlSite(t *testing.T) {
 	log := site.Log()
 	exp := site.Expected(testsite.ExpectOptions{MaxDepth: 3, MaxBodyBytes: cfg.MaxBodyBytes, UserAgent: cfg.UserAgent, ObeyRobots: true,
 		RobotsBlocked: map[string]bool{testsite.HostD: true}})
-	checkCrawl(t, log, exp, map[string]int{testsite.HostSlow + "/": 2})
+	checkCrawl(t, log, exp, map[string]int{testsite.HostSlow + "/": 2, testsite.HostA + "/error": cfg.MaxAttempts})
 	checkPoliteness(t, log, cfg)
 	checkClientSpacing(t, e.spool, cfg)
 	checkRetryAfter(t, log)
@@ -135,7 +139,7 @@ func TestCrawlSite(t *testing.T) {
 	status := map[string]crawl.DomainStatus{}
 	for _, d := range doms {
 		status[d.Domain] = d.Status
-		gaveUp := d.Status == crawl.DomainBlocked && d.NextCrawlAfter == nil
+		gaveUp := (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil
 		if len(d.InFlight) != 0 || (d.Pending() != 0 && !gaveUp) {
 			t.Errorf("domain %s: %d in flight, %d pending after done", d.Domain, len(d.InFlight), d.Pending())
 		}

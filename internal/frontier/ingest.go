@@ -132,6 +132,10 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 	switch {
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeFetched:
 		out.Outcome, out.PageDirectives = crawl.OutcomeFetched, art.PageDirectives
+		d.responseHealth(dm, &art, now)
+		if d.retryServerError(dm, fl, &art, now) {
+			return // queued again (retry.go): no outcome yet
+		}
 		if art.ErrorCode == crawl.ErrCodeContentType {
 			out.Detail = art.Error
 		}
@@ -142,17 +146,24 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 			out.Outcome = crawl.OutcomePrivateAddress
 		}
 		d.refused(dm, &art, now)
-	case haveArt && art.Outcome == crawl.OutcomeNetworkError && (j == nil || j.Reason != job.ReasonCancelled):
-		// Out of attempts (or stopped) on a network failure.
-		out.Outcome, out.Detail = crawl.OutcomeFailed, art.ErrorCode+": "+art.Error
-		dd.PagesFailed++
+	case haveArt && art.Outcome == crawl.OutcomeNetworkError && !d.stopped(j):
 		attempts := 1
 		if j != nil && j.Attempts > 0 {
 			attempts = j.Attempts
 		}
 		d.networkFailure(dm, art.ErrorCode, art.Error, attempts, now)
 		d.spaceAfter(dm, art.FetchedAt, now)
+		if d.retryFailure(dm, fl, art.ErrorCode, true, 0, now) {
+			return
+		}
+		// Out of attempts while its domain answers others.
+		out.Outcome, out.Detail = crawl.OutcomeFailed, art.ErrorCode+": "+art.Error
+		dd.PagesFailed++
 	default:
+		if st == job.Killed && !haveArt && !d.stopped(j) && d.retryFailure(dm, fl, "lost", false, 0, now) {
+			// Killed by managerd after its agent died: tried again.
+			return
+		}
 		out.Outcome = crawl.OutcomeKilled
 		dd.PagesFailed++
 		switch {
@@ -167,19 +178,32 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 	d.outcomes = append(d.outcomes, out)
 }
 
-// fetched ingests an HTTP response.
+// fetched ingests an HTTP response (responseHealth has counted it
+// toward its domain's health).
 func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
 	dd := dm.d
 	dd.PagesCrawled++
 	fa := art.FetchedAt
 	dd.LastCrawledAt = &fa
-	dd.StatusCounts[statusKey(art.HTTPStatus)]++
 	switch {
 	case art.Unchanged:
 		dd.PagesUnchanged++
 	case art.HTTPStatus >= 200 && art.HTTPStatus < 300:
 		dd.PagesNew++
 	}
+	for _, l := range art.Links {
+		d.discover(l, art.Depth+1, 0, 0, art.NormalizedURL, now)
+	}
+	if art.RedirectTo != "" {
+		d.discover(art.RedirectTo, art.Depth, art.Hops+1, 0, art.NormalizedURL, now)
+	}
+}
+
+// responseHealth counts an HTTP response toward its domain's health:
+// status counts, error streaks, blocks, Retry-After, spacing.
+func (d *driver) responseHealth(dm *dom, art *crawl.Artifact, now time.Time) {
+	dd := dm.d
+	dd.StatusCounts[statusKey(art.HTTPStatus)]++
 	d.spaceAfter(dm, art.FetchedAt, now)
 	s := art.HTTPStatus
 	switch {
@@ -210,12 +234,6 @@ func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
 		if dd.Status == crawl.DomainPending {
 			d.transition(dm, crawl.DomainActive, "", "")
 		}
-	}
-	for _, l := range art.Links {
-		d.discover(l, art.Depth+1, 0, 0, art.NormalizedURL, now)
-	}
-	if art.RedirectTo != "" {
-		d.discover(art.RedirectTo, art.Depth, art.Hops+1, 0, art.NormalizedURL, now)
 	}
 }
 

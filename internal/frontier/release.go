@@ -269,7 +269,7 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 	dd := dm.d
 	// A refresh round's jobs have their own IDs (the URL was released
 	// in an earlier round); the entry's validators make it conditional.
-	id := crawl.RoundJobID(d.st.Name, e.URL, dd.Round)
+	id := crawl.RetryJobID(d.st.Name, e.URL, dd.Round, e.Try)
 	interval := d.interval(dd)
 	p := crawl.FetchPrompt{
 		Crawl: d.st.Name, URL: e.URL, Domain: dd.Domain, Depth: e.Depth, Hops: e.Hops, DiscoveredFrom: e.From,
@@ -280,10 +280,21 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 		FetchFilters: d.cfg.FetchFilters(),
 	}
 	b, _ := json.Marshal(&p)
-	d.stage(pendingRelease{req: d.request(id, crawl.KindFetch, e.Priority, b), dm: dm, entry: &e})
+	req := d.request(id, crawl.KindFetch, e.Priority, b)
+	// One attempt per job: the frontier retries (retry.go), so that each
+	// failure counts toward the domain's health when it happens.
+	req.MaxAttempts = 1
+	d.stage(pendingRelease{req: req, dm: dm, entry: &e})
 	d.consume(dm, seg, end)
-	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, From: crawl.BoundReferrer(e.From), Depth: e.Depth, ReleasedAt: now})
+	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, ReleasedAt: now,
+		Depth: e.Depth, Hops: e.Hops, Priority: e.Priority, From: crawl.BoundReferrer(e.From), Try: e.Try, Failures: e.Failures,
+		ETag: e.ETag, LastModified: e.LastModified, PrevSHA256: e.PrevSHA256})
 	d.inflight[id] = dd.Domain
+	if e.Try > 0 {
+		// A retry is no new page: budgets count URLs.
+		d.afterRelease(dm, interval, now)
+		return true
+	}
 	dd.PagesReleased++
 	if dd.Run != d.cfg.Run {
 		dd.Run, dd.RunReleased = d.cfg.Run, 0
@@ -404,10 +415,12 @@ func (d *driver) unrelease(p pendingRelease) {
 	if p.entry == nil {
 		dd.RobotsFetches--
 	} else {
-		dd.PagesReleased--
-		dd.RunReleased--
-		d.released--
-		d.runReleased--
+		if p.entry.Try == 0 { // a retry was not counted (releaseFetch)
+			dd.PagesReleased--
+			dd.RunReleased--
+			d.released--
+			d.runReleased--
+		}
 		seg := dd.Segment(p.entry.Depth, p.entry.Priority)
 		key := segKey{dd.Domain, seg.File}
 		d.appends[key] = append(d.appends[key], *p.entry)

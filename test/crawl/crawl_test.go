@@ -44,14 +44,15 @@ func TestCrawlEndToEnd(t *testing.T) {
 	start := time.Now()
 	f.ctl(crawlArgs(s, "site", "--scope", "domain", "--max-depth", "3", "--delay", delay.String(), "--max-in-flight-per-domain", "2",
 		"--timeout", "1s", "--max-body-bytes", strconv.Itoa(1<<20), "--max-attempts", "2",
-		"--block-cooldown", "1s", "--max-domain-retries", "1", "--unreachable-threshold", "2")...)
+		"--block-cooldown", "1s", "--max-domain-retries", "1", "--unreachable-threshold", "2", "--unreachable-cooldown", "0s",
+		"--retry-backoff", "50ms", "--retry-backoff-max", "200ms")...)
 	f.waitState("site", crawl.Done, 90*time.Second)
 	elapsed := time.Since(start)
 
 	log := s.log(t)
 	exp := s.model.Expected(testsite.ExpectOptions{MaxDepth: 3, MaxBodyBytes: 1 << 20, UserAgent: testsite.UserAgent, ObeyRobots: true,
 		RobotsBlocked: map[string]bool{testsite.HostD: true}})
-	checkExactlyOnce(t, log, exp, map[string]int{testsite.HostSlow + "/": 2})
+	checkExactlyOnce(t, log, exp, map[string]int{testsite.HostSlow + "/": 2, testsite.HostA + "/error": 2})
 	for d, n := range testsite.MaxInFlight(log) {
 		if n > 2 {
 			t.Errorf("domain %s: %d requests in flight at once, limit 2", d, n)
@@ -82,11 +83,14 @@ func TestCrawlEndToEnd(t *testing.T) {
 		len(log), len(pages(log)), elapsed.Round(time.Millisecond), float64(len(pages(log)))/elapsed.Seconds(), delay)
 
 	// farroctl's view.
+	// slow.site.test's page is not failed: it stays pending in its
+	// domain, unreachable and given up (no rest with --unreachable-cooldown
+	// 0s), like d.site.test's seed behind its robots.txt.
 	sum := f.status("site")
-	if sum.State != crawl.Done || sum.InFlight != 0 || sum.Failed != 1 || sum.RobotsDenied != int64(len(exp.Denied)) ||
-		sum.Fetched+sum.Failed != int64(len(exp.Fetched)) {
-		t.Errorf("status: state %s, fetched %d, failed %d, robots denied %d, in flight %d; want done, %d fetched + 1 failed, %d denied, 0 in flight",
-			sum.State, sum.Fetched, sum.Failed, sum.RobotsDenied, sum.InFlight, len(exp.Fetched)-1, len(exp.Denied))
+	if sum.State != crawl.Done || sum.InFlight != 0 || sum.Failed != 0 || sum.RobotsDenied != int64(len(exp.Denied)) ||
+		sum.Fetched+1 != int64(len(exp.Fetched)) || sum.Pending != 2 {
+		t.Errorf("status: state %s, fetched %d, failed %d, pending %d, robots denied %d, in flight %d; want done, %d fetched, 0 failed, 2 pending (d and slow), %d denied, 0 in flight",
+			sum.State, sum.Fetched, sum.Failed, sum.Pending, sum.RobotsDenied, sum.InFlight, len(exp.Fetched)-1, len(exp.Denied))
 	}
 	if sum.JobStates[job.Queued]+sum.JobStates[job.InProgress]+sum.JobStates[job.Deferred] != 0 {
 		t.Errorf("jobs left: %v", sum.JobStates)
@@ -132,7 +136,7 @@ func TestCrawlEndToEnd(t *testing.T) {
 		s.url(testsite.HostA, "/never/linked"):       ctl.WhyNeverSeen,
 		s.url(testsite.HostA, "/p/x/../1#frag"):      ctl.WhyDone,
 		s.url(testsite.HostD, "/"):                   ctl.WhyBlocked,
-		s.url(testsite.HostSlow, "/"):                ctl.WhyKilled,
+		s.url(testsite.HostSlow, "/"):                ctl.WhyBlocked, // pending in a domain given up
 		"mailto:x@y":                                 ctl.WhyInvalid,
 		s.url(testsite.HostB, "/nope/deeper"):        ctl.WhyRobots,
 		s.url(testsite.HostA, "/trap/4"):             ctl.WhyTooDeep,
@@ -178,7 +182,8 @@ func TestCrawlEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if want := len(exp.Fetched) + len(exp.Denied); n != want || redirects != len(exp.Redirect) {
+	// slow.site.test's page is pending: no artifact.
+	if want := len(exp.Fetched) - 1 + len(exp.Denied); n != want || redirects != len(exp.Redirect) {
 		t.Errorf("export: %d artifacts (%d redirects), want %d (%d)", n, redirects, want, len(exp.Redirect))
 	}
 

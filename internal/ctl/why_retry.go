@@ -1,0 +1,38 @@
+package ctl
+
+import (
+	"time"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// maxWhyTries bounds the retry jobs why looks for.
+const maxWhyTries = 1000
+
+// latestFetchJob is the ID of the last job released for u: the frontier
+// retries a failed fetch as a new job ("-t<n>", crawl.RetryJobID).
+func latestFetchJob(s *job.Spool, name, u string) string {
+	id := crawl.FetchJobID(name, u)
+	for try := 1; try <= maxWhyTries; try++ {
+		next := crawl.RetryJobID(name, u, 0, try)
+		if _, err := s.Locate(next); err != nil {
+			break
+		}
+		id = next
+	}
+	return id
+}
+
+// requeuedWhy answers for a URL whose last job was killed but which is
+// back in its domain's queue (a retry after a failure, or crawl retry).
+func requeuedWhy(a *WhyAnswer, st *crawl.Store, cr *crawl.Crawl, u string, now time.Time) bool {
+	w := *a
+	waitingWhy(&w, st, cr, u, now)
+	if w.Verdict == WhyUnaccounted {
+		return false
+	}
+	w.Message += " (queued again after job " + a.JobID + ")"
+	*a = w
+	return true
+}
