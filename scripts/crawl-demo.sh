@@ -58,7 +58,7 @@ say "farroctl crawl start demo --seed http://a.site.test:$port/ --scope domain -
 t0=$(date +%s%3N)
 "$BIN/farroctl" crawl start demo --seed "http://a.site.test:$port/" --scope domain --max-depth 3 \
 	--delay "$DELAY" --max-in-flight-per-domain 2 --timeout 2s --max-body-bytes 1048576 --max-attempts 2 \
-	--block-cooldown 2s --max-domain-retries 1 --unreachable-threshold 2 --allow-private "${resolve[@]}"
+	--block-cooldown 2s --unreachable-cooldown 2s --max-domain-retries 1 --unreachable-threshold 2 --allow-private "${resolve[@]}"
 
 for _ in $(seq 1 1200); do
 	grep -q '"state": "done"' "$FARRO_SPOOL/crawls/demo/crawl.json" && break
@@ -86,6 +86,6 @@ for u in "http://a.site.test:$port/p/1" "http://a.site.test:$port/private/secret
 done
 
 say "farroctl crawl export demo | head -c 600"
-"$BIN/farroctl" crawl export demo | head -c 600
+"$BIN/farroctl" crawl export demo | head -c 600 || true # head closes the pipe early: SIGPIPE is expected
 echo
 echo "($("$BIN/farroctl" crawl export demo | wc -l) artifacts; bodies in $FARRO_SPOOL/crawls/demo/bodies/)"
