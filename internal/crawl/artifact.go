@@ -220,7 +220,22 @@ type Outcome struct {
 // ScanOutcomes calls fn for every line of outcomes.jsonl (a torn last
 // line is skipped). fn returning false stops.
 func (st *Store) ScanOutcomes(fn func(o *Outcome) bool) error {
-	f, err := os.Open(st.Path(OutcomesFile))
+	return st.scanJSONLines(OutcomesFile, func(line []byte) bool {
+		var o Outcome
+		if json.Unmarshal(line, &o) != nil {
+			return true
+		}
+		return fn(&o)
+	})
+}
+
+// scanJSONLines calls fn for every complete line of the crawl's file name
+// (a torn last line is skipped) until fn returns false. The file is
+// opened without following a symlink or waiting on a FIFO (fsq.OpenRegular):
+// a hostile entry is an error, never a blocked frontier. A missing file has
+// no lines.
+func (st *Store) scanJSONLines(name string, fn func(line []byte) bool) error {
+	f, _, err := fsq.OpenRegular(st.Path(name))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -231,13 +246,8 @@ func (st *Store) ScanOutcomes(fn func(o *Outcome) bool) error {
 	r := bufio.NewReaderSize(f, 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			var o Outcome
-			if json.Unmarshal(line, &o) == nil {
-				if !fn(&o) {
-					return nil
-				}
-			}
+		if len(line) > 0 && line[len(line)-1] == '\n' && !fn(line) {
+			return nil
 		}
 		if err == io.EOF {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,5 +216,47 @@ func TestDomainOfAndScope(t *testing.T) {
 				t.Errorf("scope %s: InScope(%s) = %v (%s), want %v", scope, u, got, why, want)
 			}
 		}
+	}
+}
+
+// The crawl's JSON Lines files are read without waiting on a FIFO or
+// following a symlink planted in their place: an error, never a blocked
+// frontier or farroctl.
+func TestScanLinesRefusesHostileEntries(t *testing.T) {
+	t.Parallel()
+	s, err := job.Open(filepath.Join(t.TempDir(), "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(s, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(st.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(st.Path(OutcomesFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", st.Path(SitemapsFile)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan [2]error, 1)
+	go func() {
+		e1 := st.ScanOutcomes(func(*Outcome) bool { return true })
+		e2 := st.ScanSitemapLines(func(*SitemapLine) {})
+		done <- [2]error{e1, e2}
+	}()
+	select {
+	case errs := <-done:
+		if errs[0] == nil || errs[1] == nil {
+			t.Fatalf("a FIFO outcomes.jsonl and a symlinked sitemaps.jsonl read without error: %v", errs)
+		}
+	case <-time.After(5 * time.Second):
+		// Unblock the reader so the test ends.
+		if f, err := os.OpenFile(st.Path(OutcomesFile), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("scanning a FIFO outcomes.jsonl blocked")
 	}
 }

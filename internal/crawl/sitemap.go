@@ -1,12 +1,7 @@
 package crawl
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
-	"io"
-	"io/fs"
-	"os"
 	"time"
 )
 
@@ -75,28 +70,11 @@ type SitemapLine struct {
 
 // ScanSitemapLines calls fn for every complete line of sitemaps.jsonl.
 func (st *Store) ScanSitemapLines(fn func(l *SitemapLine)) error {
-	f, err := os.Open(st.Path(SitemapsFile))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+	return st.scanJSONLines(SitemapsFile, func(line []byte) bool {
+		var l SitemapLine
+		if json.Unmarshal(line, &l) == nil && l.URL != "" {
+			fn(&l)
 		}
-		return err
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			var l SitemapLine
-			if json.Unmarshal(line, &l) == nil && l.URL != "" {
-				fn(&l)
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+		return true
+	})
 }
