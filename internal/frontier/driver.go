@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -606,7 +607,7 @@ func (d *driver) persist() error {
 		return err
 	}
 	if len(d.outcomes) > 0 {
-		if err := appendOutcomes(d.st.Path(crawl.OutcomesFile), d.outcomes); err != nil {
+		if err := appendJSONLines(d.st.Path(crawl.OutcomesFile), d.outcomes); err != nil {
 			return err
 		}
 		d.outcomes = d.outcomes[:0]
@@ -644,24 +645,19 @@ func (d *driver) persist() error {
 	return nil
 }
 
-func appendOutcomes(path string, os_ []crawl.Outcome) error {
-	var b strings.Builder
-	for i := range os_ {
-		line, err := jsonLine(&os_[i])
+// appendJSONLines appends one JSON line per item to path in one write,
+// fsynced, and the directory too when it creates the file (fsq.AppendLine):
+// outcomes.jsonl and sitemaps.jsonl.
+func appendJSONLines[T any](path string, items []T) error {
+	var b bytes.Buffer
+	for i := range items {
+		line, err := jsonLine(&items[i])
 		if err != nil {
 			return err
 		}
 		b.Write(line)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(b.String()); err != nil {
-		return err
-	}
-	return f.Sync()
+	return fsq.AppendLine(path, bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 func readDirNames(dir string) ([]string, error) {

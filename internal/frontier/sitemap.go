@@ -1,10 +1,7 @@
 package frontier
 
 import (
-	"os"
 	"sort"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
@@ -56,23 +53,7 @@ func (d *driver) flushSitemapLines() error {
 	if len(d.sitemapLines) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	for i := range d.sitemapLines {
-		line, err := jsonLine(&d.sitemapLines[i])
-		if err != nil {
-			return err
-		}
-		b.Write(line)
-	}
-	f, err := os.OpenFile(d.st.Path(crawl.SitemapsFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(b.String()); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
+	if err := appendJSONLines(d.st.Path(crawl.SitemapsFile), d.sitemapLines); err != nil {
 		return err
 	}
 	d.sitemapLines = d.sitemapLines[:0]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +111,7 @@ func StreamSegment(t time.Time) string {
 // ParseStreamSegment returns the hour a segment name stands for; ok is
 // false for any other name.
 func ParseStreamSegment(name string) (time.Time, bool) {
-	base, found := cutSuffix(name, StreamSegmentExt)
+	base, found := strings.CutSuffix(name, StreamSegmentExt)
 	if !found {
 		return time.Time{}, false
 	}
@@ -119,13 +120,6 @@ func ParseStreamSegment(name string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t, true
-}
-
-func cutSuffix(s, suffix string) (string, bool) {
-	if len(s) < len(suffix) || s[len(s)-len(suffix):] != suffix {
-		return s, false
-	}
-	return s[:len(s)-len(suffix)], true
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
