@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/fsq/fsqtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -415,6 +417,41 @@ func TestAppendLine(t *testing.T) {
 	}
 	if err := fsq.AppendLine(filepath.Join(dir, "gone", "e"), []byte("x")); !errors.Is(err, fsq.ErrVanished) {
 		t.Fatalf("AppendLine into a missing dir = %v, want ErrVanished", err)
+	}
+}
+
+// TestAppendLineHostile: an append never blocks on, follows or writes into
+// what a hostile hand planted where a JSON Lines file belongs (a FIFO with
+// no reader blocked the open for good before).
+func TestAppendLineHostile(t *testing.T) {
+	t.Parallel()
+	appends := map[string]func(string, []byte) error{"AppendLine": fsq.AppendLine, "AppendLineUnsynced": fsq.AppendLineUnsynced}
+	for _, kind := range []string{fsqtest.FIFO, fsqtest.Socket, fsqtest.Directory, fsqtest.Symlink} {
+		for name, appendFn := range appends {
+			t.Run(kind+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				p := filepath.Join(setup(t), "outcomes.jsonl")
+				fsqtest.PlantHostile(t, p, kind)
+				before, _ := os.Lstat(p)
+				done := make(chan error, 1)
+				go func() { done <- appendFn(p, []byte(`{"n":1}`)) }()
+				select {
+				case err := <-done:
+					if err == nil {
+						t.Fatalf("%s into a %s succeeded", name, kind)
+					}
+					if !fsq.IsHostile(err) {
+						t.Errorf("%s into a %s = %v, want a hostile-entry error", name, kind, err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s into a %s still blocked after 5s", name, kind)
+				}
+				after, err := os.Lstat(p)
+				if err != nil || after.Mode() != before.Mode() {
+					t.Fatalf("the planted %s was changed: %v, %v", kind, after, err)
+				}
+			})
+		}
 	}
 }
 

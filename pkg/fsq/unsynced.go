@@ -3,9 +3,12 @@ package fsq
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The operations in this file make no change durable: each leaves that to
@@ -121,9 +124,9 @@ func AppendLineUnsynced(path string, line []byte) error {
 func appendLine(path string, line []byte, sync bool) (created bool, err error) {
 	hook(OpAppend, path, "")
 	record(RecBefore, path, "", nil)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
+	f, err := openAppend(path, false)
 	if errors.Is(err, os.ErrNotExist) {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		f, err = openAppend(path, true)
 		if err == nil {
 			created = true
 			record(RecCreate, path, "", nil)
@@ -140,4 +143,36 @@ func appendLine(path string, line []byte, sync bool) (created bool, err error) {
 	}
 	record(RecWrite, path, "", buf)
 	return created, closeFile(f, path, sync)
+}
+
+// openAppend opens path for appending (creating it, exclusively, if
+// create) without ever blocking or following: O_NONBLOCK makes a FIFO
+// planted there fail at once (ENXIO) instead of waiting for a reader, a
+// symlink is ErrSymlink, and anything but a regular file is
+// ErrNotRegular. A missing file matches fs.ErrNotExist.
+func openAppend(path string, create bool) (*os.File, error) {
+	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if create {
+		flags |= unix.O_CREAT | unix.O_EXCL
+	}
+	fd, err := unix.Open(path, flags, 0o644)
+	if err != nil {
+		switch {
+		case errors.Is(err, syscall.ELOOP):
+			return nil, ErrSymlink
+		case errors.Is(err, syscall.ENXIO), errors.Is(err, syscall.EISDIR):
+			return nil, ErrNotRegular
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w (mode %#o)", ErrNotRegular, st.Mode&unix.S_IFMT)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
