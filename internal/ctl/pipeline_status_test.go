@@ -160,3 +160,44 @@ func TestPipelineRunLogJSON(t *testing.T) {
 		t.Errorf("without --log-json: %q", e.stdout)
 	}
 }
+
+// TestSourceListAndShowSayChecking: `source ls` and `source show` agree
+// with `pipeline status`: a due source whose check job is queued is
+// "checking", with the job, not "due".
+func TestSourceListAndShowSayChecking(t *testing.T) {
+	e := newEnv(t)
+	e.addSource("feed", "http://127.0.0.1:9/feed")
+	if err := e.run(pipeline.ModeRun, false); err != nil {
+		t.Fatalf("pipeline run: %v %s", err, e.stderr)
+	}
+	id := pipeline.CheckJobID("feed", "0", 1)
+	if err := e.ctl("").SourceShow("feed"); err != nil {
+		t.Fatalf("source show: %v %s", err, e.stderr)
+	}
+	var shown statusRow
+	if err := json.Unmarshal(e.stdout.Bytes(), &shown); err != nil {
+		t.Fatalf("%v: %s", err, e.stdout)
+	}
+	if shown.State != "checking" || shown.CheckJob == nil || shown.CheckJob.ID != id {
+		t.Fatalf("source show: %s", e.stdout)
+	}
+	if err := e.ctl("").SourceList(true); err != nil {
+		t.Fatalf("source ls --json: %v %s", err, e.stderr)
+	}
+	var listed statusRow
+	sc := bufio.NewScanner(strings.NewReader(e.stdout.String()))
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &listed); err != nil {
+			t.Fatalf("%v: %s", err, sc.Text())
+		}
+	}
+	if listed.Name != "feed" || listed.State != "checking" || listed.CheckJob == nil || listed.CheckJob.State != job.Queued {
+		t.Fatalf("source ls --json: %s", e.stdout)
+	}
+	if err := e.ctl("").SourceList(false); err != nil {
+		t.Fatalf("source ls: %v %s", err, e.stderr)
+	}
+	if !strings.Contains(e.stdout.String(), "checking (job "+id+" queued)") {
+		t.Fatalf("source ls table: %s", e.stdout)
+	}
+}

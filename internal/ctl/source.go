@@ -104,11 +104,13 @@ func (c *Ctl) SourceShow(name string) error {
 	if err != nil {
 		return err
 	}
+	state, cj := sourceStateWithJob(sp, s, c.now())
 	out := struct {
 		*source.Source
-		State       string `json:"state"`
-		JitterBound string `json:"jitter_bound"`
-	}{s, SourceState(s, c.now()), s.JitterBound().String()}
+		State       string    `json:"state"`
+		CheckJob    *CheckJob `json:"check_job,omitempty"`
+		JitterBound string    `json:"jitter_bound"`
+	}{s, state, cj, s.JitterBound().String()}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
 	return err
@@ -144,10 +146,12 @@ func (c *Ctl) SourceList(jsonOut bool) error {
 	if jsonOut {
 		enc := json.NewEncoder(c.Stdout)
 		for _, s := range srcs {
+			state, cj := sourceStateWithJob(sp, s, now)
 			if err := enc.Encode(struct {
 				*source.Source
-				State string `json:"state"`
-			}{s, SourceState(s, now)}); err != nil {
+				State    string    `json:"state"`
+				CheckJob *CheckJob `json:"check_job,omitempty"`
+			}{s, state, cj}); err != nil {
 				return err
 			}
 		}
@@ -155,7 +159,8 @@ func (c *Ctl) SourceList(jsonOut bool) error {
 		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tSTATE\tEVERY\tLAST CHECK\tOUTCOME\tFAILS\tNEXT CHECK\tLAST ACQUIRED\tURL")
 		for _, s := range srcs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, SourceState(s, now), s.Every.D(),
+			state, cj := sourceStateWithJob(sp, s, now)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, stateText(state, cj), s.Every.D(),
 				fmtTime(s.LastCheckedAt), dash(string(s.LastOutcome)), s.ConsecutiveFailures, fmtNext(s.NextCheckAfter, now), fmtTime(s.LastAcquiredAt), s.URL)
 		}
 		if err := tw.Flush(); err != nil {
