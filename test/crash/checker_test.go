@@ -148,7 +148,7 @@ func (r *checkReport) found(counter *int, format string, args ...any) {
 }
 
 // checkSpool counts the invariant violations of a quiet spool against the
-// ledger and the handler's records (records: the FARRO_TEST_RECORDS dir).
+// ledger and the handler's records (records: the CRASHTEST_RECORDS dir).
 // It only reads.
 func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 	var r checkReport

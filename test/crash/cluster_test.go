@@ -158,7 +158,7 @@ func newClusterIn(t testing.TB, bin, base string) *cluster {
 	if c.spool, err = job.Open(c.spoolDir); err != nil {
 		t.Fatal(err)
 	}
-	c.env = []string{"FARRO_SPOOL=" + c.spoolDir, "FARRO_TEST_RECORDS=" + c.records,
+	c.env = []string{"FARRO_SPOOL=" + c.spoolDir, "CRASHTEST_RECORDS=" + c.records,
 		"FARRO_CRASH_MARK=" + c.mark, "FARRO_CRASH_TRACE=" + c.trace, "FARRO_LOG_LEVEL=info"}
 	if lvl := os.Getenv("FARRO_CRASH_LOG_LEVEL"); lvl != "" { // e.g. debug, for a post-mortem
 		c.env = append(c.env, "FARRO_LOG_LEVEL="+lvl)

@@ -44,7 +44,7 @@ func TestEndToEndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	env := []string{"FARRO_SPOOL=" + spoolDir, "FARRO_TEST_RECORDS=" + records}
+	env := []string{"FARRO_SPOOL=" + spoolDir, "CRASHTEST_RECORDS=" + records}
 	agentArgs := func(id string) []string {
 		return []string{bin + "/agentd", "--id", id, "--concurrency", "2", "--heartbeat", "200ms", "--exec", bin + "/testhandler"}
 	}

@@ -1,18 +1,18 @@
 // Command testhandler is the exec handler of the end-to-end and crash
 // tests. Each execution appends a start record and, unless it is killed,
-// an end record to $FARRO_TEST_RECORDS/<job id>.jsonl, so the checker can
+// an end record to $CRASHTEST_RECORDS/<job id>.jsonl, so the checker can
 // prove from the handler's own view that no two executions of one job
 // overlapped.
 //
 // Besides the timestamps, every execution holds an exclusive flock(2) on
-// $FARRO_TEST_RECORDS/<job id>.flock for as long as it lives; the kernel
+// $CRASHTEST_RECORDS/<job id>.flock for as long as it lives; the kernel
 // drops it when the process dies, however it dies. An execution that
 // finds the lock taken records "overlap": true in its start record: two
 // executions of one job were alive at the same instant, which no clock
 // skew or missing end record can hide.
 //
 // The prompt says what to do: sleep sleep_ms (default 2-8 ms), or, with
-// until_release, until the file $FARRO_TEST_RECORDS/<job id>.release
+// until_release, until the file $CRASHTEST_RECORDS/<job id>.release
 // exists (at most sleep_ms, default 60 s); then fail with probability
 // fail_rate (default 0.2). With in_child, the handler does all that in a
 // child process of its own and waits for it, as a shell script running a
@@ -69,10 +69,10 @@ type prompt struct {
 
 func main() {
 	id := os.Getenv("FARRO_JOB_ID")
-	dir := os.Getenv("FARRO_TEST_RECORDS")
+	dir := os.Getenv("CRASHTEST_RECORDS")
 	attempt, _ := strconv.Atoi(os.Getenv("FARRO_ATTEMPT"))
 	if id == "" || dir == "" {
-		fmt.Fprintln(os.Stderr, "testhandler: FARRO_JOB_ID and FARRO_TEST_RECORDS must be set")
+		fmt.Fprintln(os.Stderr, "testhandler: FARRO_JOB_ID and CRASHTEST_RECORDS must be set")
 		os.Exit(2)
 	}
 	raw, err := io.ReadAll(os.Stdin)
