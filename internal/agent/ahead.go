@@ -25,7 +25,7 @@ import (
 
 // aheadMax is how many jobs a slot claims at once while handlers are
 // short.
-const aheadMax = 4
+const aheadMax = 8
 
 // shortRun is the handler time under which claiming ahead pays: well
 // under one barrier, so that the jobs claimed together all start within
