@@ -72,7 +72,7 @@ func (b Bins) BurnDown(cfg BurnConfig) (BurnResult, error) {
 	done := s.StateDir(job.Succeeded)
 	deadline := start.Add(cfg.Timeout)
 	for {
-		n, err := CountDir(done)
+		n, err := CountJobDirs(done, cfg.Jobs)
 		if err != nil {
 			return BurnResult{}, err
 		}
