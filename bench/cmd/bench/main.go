@@ -1,6 +1,7 @@
-// Command bench measures farro against River (PostgreSQL) and asynq
-// (Redis), and against the filesystem floor of its own design, on this
-// machine, in one run, and prints a table with the goals of issue 4.
+// Command bench measures farro against River (PostgreSQL, and SQLite in an
+// embedded file) and asynq (Redis), and against the filesystem floor of its
+// own design, on this machine, in one run, and prints a table with the
+// speed goals per filesystem.
 //
 //	go run ./cmd/bench              # full run: installs and starts PostgreSQL and Redis
 //	go run ./cmd/bench -mode smoke  # farro and the floor only, small N, < 1 minute
