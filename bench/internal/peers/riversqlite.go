@@ -46,6 +46,12 @@ func NewRiverSQLite(ctx context.Context, path string) (*RiverSQLite, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openRiverSQLite(ctx, path, dsn)
+}
+
+// openRiverSQLite opens path through dsn and refuses a database whose
+// settings are not the durable ones.
+func openRiverSQLite(ctx context.Context, path, dsn string) (*RiverSQLite, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,32 @@ func TestRiverSQLiteDurableSettings(t *testing.T) {
 	}
 }
 
+func TestRiverSQLiteRefusesWeakerSettings(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "river.db")
+	dsn, err := SQLiteDSN(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, weak := range []string{
+		strings.Replace(dsn, "synchronous(FULL)", "synchronous(NORMAL)", 1),
+		strings.Replace(dsn, "journal_mode(WAL)", "journal_mode(DELETE)", 1),
+		strings.Replace(dsn, "busy_timeout(10000)", "busy_timeout(0)", 1),
+	} {
+		if weak == dsn {
+			t.Fatalf("DSN %q lacks a setting the test replaces", dsn)
+		}
+		r, err := openRiverSQLite(context.Background(), path, weak)
+		if err == nil {
+			r.Close()
+			t.Fatalf("%s: opened, want refused", weak)
+		}
+		if !strings.Contains(err.Error(), "want wal, 2 (FULL)") {
+			t.Fatalf("%s: err = %v", weak, err)
+		}
+	}
+}
+
 func TestRiverSQLiteBadPath(t *testing.T) {
 	t.Parallel()
 	_, err := NewRiverSQLite(context.Background(), filepath.Join(t.TempDir(), "a?b.db"))
@@ -50,35 +76,35 @@ func TestRiverSQLiteFigures(t *testing.T) {
 	}
 	defer r.Close()
 
-	if _, err := r.InsertOne(ctx, 20); err != nil {
+	if _, err := r.InsertOne(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	if n := r.count(t, "SELECT count(*) FROM river_job"); n != 20 {
-		t.Fatalf("after InsertOne(20): %d jobs", n)
+	if n := r.count(t, "SELECT count(*) FROM river_job"); n != 10 {
+		t.Fatalf("after InsertOne(10): %d jobs", n)
 	}
-	if _, err := r.InsertMany(ctx, 1500); err != nil { // two batches
+	if _, err := r.InsertMany(ctx, 30); err != nil {
 		t.Fatal(err)
 	}
-	if n := r.count(t, "SELECT count(*) FROM river_job"); n != 1500 {
-		t.Fatalf("after InsertMany(1500): %d jobs (the table is emptied first)", n)
+	if n := r.count(t, "SELECT count(*) FROM river_job"); n != 30 {
+		t.Fatalf("after InsertMany(30): %d jobs (the table is emptied first)", n)
 	}
 
-	el, err := r.BurnDown(ctx, RiverTuned, 100, 30*time.Second)
+	el, err := r.BurnDown(ctx, RiverTuned, 20, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if el <= 0 {
 		t.Fatalf("burn-down took %s", el)
 	}
-	if n := r.count(t, "SELECT count(*) FROM river_job WHERE state = 'completed'"); n != 100 {
-		t.Fatalf("after BurnDown(100): %d completed", n)
+	if n := r.count(t, "SELECT count(*) FROM river_job WHERE state = 'completed'"); n != 20 {
+		t.Fatalf("after BurnDown(20): %d completed", n)
 	}
 
-	lat, err := r.Pickup(ctx, RiverTuned, 3)
+	lat, err := r.Pickup(ctx, RiverTuned, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lat.N != 3 || lat.P50 <= 0 || lat.P99 < lat.P50 || lat.P99 > 30*time.Second {
+	if lat.N != 2 || lat.P50 <= 0 || lat.P99 < lat.P50 || lat.P99 > 30*time.Second {
 		t.Fatalf("pickup %+v", lat)
 	}
 }
