@@ -1,6 +1,7 @@
-// Command bench measures farro against River (PostgreSQL) and asynq
-// (Redis), and against the filesystem floor of its own design, on this
-// machine, in one run, and prints a table with the goals of issue 4.
+// Command bench measures farro against River (PostgreSQL, and SQLite in an
+// embedded file) and asynq (Redis), and against the filesystem floor of its
+// own design, on this machine, in one run, and prints a table with the
+// speed goals per filesystem.
 //
 //	go run ./cmd/bench              # full run: installs and starts PostgreSQL and Redis
 //	go run ./cmd/bench -mode smoke  # farro and the floor only, small N, < 1 minute
@@ -47,6 +48,7 @@ type config struct {
 	kills      int
 	insertN    int
 	cliN       int
+	startN     int // runs each of farroctl --version and the minimal Go binary
 	execN      int
 	riverDefN  int
 	floorMax   time.Duration
@@ -131,6 +133,7 @@ func parseFlags() config {
 	c.kills = pick(*kills, 20, 2)
 	c.insertN = pick(0, 1000, 50)
 	c.cliN = pick(0, 200, 10)
+	c.startN = pick(0, 500, 200)
 	c.execN = pick(0, 1000, 50)
 	c.riverDefN = max(200, c.n/10)
 	c.floorMax = 5 * time.Second
@@ -355,6 +358,7 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 	var rv *peers.River
 	var rd *peers.Redis
 	var aq *peers.Asynq
+	var rs *peers.RiverSQLite
 	if cfg.peers && (cfg.want("throughput") || cfg.want("insert") || cfg.want("pickup")) {
 		var err error
 		logf("%s: starting PostgreSQL and Redis", col)
@@ -372,11 +376,20 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 		defer rd.Stop()
 		aq = peers.NewAsynq(rd.Addr)
 		defer aq.Close()
+		// River on SQLite: its database file on this filesystem too.
+		sqliteDir := filepath.Join(c.dir, "riversqlite")
+		if err := os.MkdirAll(sqliteDir, 0o755); err != nil {
+			return err
+		}
+		if rs, err = peers.NewRiverSQLite(ctx, filepath.Join(sqliteDir, "river.db")); err != nil {
+			return err
+		}
+		defer rs.Remove()
 	}
 
 	burnTimeout := max(3*time.Minute, time.Duration(cfg.n/20)*time.Second)
 	if cfg.want("throughput") {
-		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, burnTimeout); err != nil {
+		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, rs, burnTimeout); err != nil {
 			return err
 		}
 	}
@@ -394,12 +407,12 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 		r.Section(secExec).Set("farro-exec", fmt.Sprintf("farro: 1 agentd --concurrency 4 --exec /bin/true, N=%d", cfg.execN), col, txt, med)
 	}
 	if cfg.want("insert") {
-		if err := measureInsert(ctx, cfg, r, bins, c, rv, aq); err != nil {
+		if err := measureInsert(ctx, cfg, r, bins, c, rv, aq, rs); err != nil {
 			return err
 		}
 	}
 	if cfg.want("pickup") {
-		if err := measurePickup(ctx, cfg, r, bins, c, colLogs, rv, aq); err != nil {
+		if err := measurePickup(ctx, cfg, r, bins, c, colLogs, rv, aq, rs); err != nil {
 			return err
 		}
 	}
@@ -435,7 +448,7 @@ func pick2(full bool, fullV, smokeV int) int {
 	return smokeV
 }
 
-func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, burnTimeout time.Duration) error {
+func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite, burnTimeout time.Duration) error {
 	col := c.key
 	tp := r.Section(secThroughput)
 	rates := map[string][]float64{}
@@ -484,6 +497,13 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 				rates["river-"+t.Name] = append(rates["river-"+t.Name], rate)
 				logf("%s run %d: River %s: %.0f jobs/s (%d jobs)", col, run, t.Name, rate, n)
 			}
+			el, err := rs.BurnDown(ctx, peers.RiverTuned, cfg.n, burnTimeout)
+			if err != nil {
+				return err
+			}
+			rate := float64(cfg.n) / el.Seconds()
+			rates["riversqlite-tuned"] = append(rates["riversqlite-tuned"], rate)
+			logf("%s run %d: River SQLite tuned: %.0f jobs/s", col, run, rate)
 			for _, t := range []peers.AsynqTuning{peers.AsynqDefault, peers.AsynqTuned} {
 				el, err := aq.BurnDown(ctx, t, cfg.n, burnTimeout)
 				if err != nil {
@@ -505,6 +525,7 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 	if cfg.peers {
 		set("river-default", fmt.Sprintf("River default (MaxWorkers 4; FetchCooldown 100ms), N=%d", cfg.riverDefN))
 		set("river-tuned", fmt.Sprintf("River tuned (FetchCooldown 1ms, FetchPollInterval 10ms), N=%d", cfg.n))
+		set("riversqlite-tuned", fmt.Sprintf("River SQLite tuned (same; WAL, synchronous=FULL, 1 connection), N=%d", cfg.n))
 		set("asynq-default", fmt.Sprintf("asynq default (Concurrency 4; Redis AOF always), N=%d", cfg.n))
 		set("asynq-tuned", fmt.Sprintf("asynq tuned (TaskCheckInterval 10ms; AOF always), N=%d", cfg.n))
 	}
@@ -522,7 +543,7 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 	return nil
 }
 
-func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, rv *peers.River, aq *peers.Asynq) error {
+func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite) error {
 	col := c.key
 	ins := r.Section(secInsert)
 	if res, err := bins.SubmitCLI(c.dir, cfg.cliN); err != nil {
@@ -531,10 +552,8 @@ func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farro
 		ins.Set("ins-cli", fmt.Sprintf("farroctl submit, one process per job (%d jobs)", cfg.cliN), col, fmt.Sprintf("%.0f", res.Rate()), res.Rate())
 		logf("%s: farroctl submit one by one: %.0f jobs/s", col, res.Rate())
 	}
-	if res, err := bins.StartOnly(cfg.cliN); err != nil {
+	if err := measureStart(cfg, r, bins, c); err != nil {
 		return err
-	} else {
-		ins.Set("ins-start", "  farroctl --version, the process start alone (runs/s)", col, fmt.Sprintf("%.0f", res.Rate()), res.Rate())
 	}
 	if res, err := bins.SubmitBatch(c.dir, cfg.insertN); err != nil {
 		return err
@@ -551,6 +570,12 @@ func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farro
 		ins.Set(key, fmt.Sprintf("farro pkg/job Spool.Submit, %d goroutine(s) (%d jobs)", g, cfg.insertN), col, fmt.Sprintf("%.0f", res.Rate()), res.Rate())
 		logf("%s: Spool.Submit x%d: %.0f jobs/s", col, g, res.Rate())
 	}
+	if res, err := farrob.SubmitManyLib(c.dir, cfg.n, 1000); err != nil {
+		return err
+	} else {
+		ins.Set("ins-many", fmt.Sprintf("farro pkg/job Spool.SubmitMany, batches of 1000 (%d jobs)", cfg.n), col, fmt.Sprintf("%.0f", res.Rate()), res.Rate())
+		logf("%s: Spool.SubmitMany: %.0f jobs/s", col, res.Rate())
+	}
 	if cfg.peers {
 		el, err := rv.InsertOne(ctx, cfg.insertN)
 		if err != nil {
@@ -564,6 +589,16 @@ func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farro
 		}
 		rate = float64(cfg.n) / el.Seconds()
 		ins.Set("ins-riverm", fmt.Sprintf("River InsertMany, batches of 1000 (%d jobs)", cfg.n), col, fmt.Sprintf("%.0f", rate), rate)
+		if el, err = rs.InsertOne(ctx, cfg.insertN); err != nil {
+			return err
+		}
+		rate = float64(cfg.insertN) / el.Seconds()
+		ins.Set("ins-riversqlite-1", fmt.Sprintf("River SQLite Insert, one transaction per job (%d jobs)", cfg.insertN), col, fmt.Sprintf("%.0f", rate), rate)
+		if el, err = rs.InsertMany(ctx, cfg.n); err != nil {
+			return err
+		}
+		rate = float64(cfg.n) / el.Seconds()
+		ins.Set("ins-riversqlite-m", fmt.Sprintf("River SQLite InsertMany, batches of 1000 (%d jobs)", cfg.n), col, fmt.Sprintf("%.0f", rate), rate)
 		el, err = aq.Enqueue(ctx, cfg.insertN)
 		if err != nil {
 			return err
@@ -575,7 +610,7 @@ func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farro
 	return nil
 }
 
-func measurePickup(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq) error {
+func measurePickup(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite) error {
 	col := c.key
 	pk := r.Section(secPickup)
 	pr, err := bins.Pickup(c.dir, colLogs, cfg.probes)
@@ -598,6 +633,11 @@ func measurePickup(ctx context.Context, cfg config, r *report.Report, bins farro
 			}
 			setLat("pick-river-"+t.Name, fmt.Sprintf("River %s: Insert -> Work", t.Name), l)
 		}
+		l, err := rs.Pickup(ctx, peers.RiverTuned, cfg.probes)
+		if err != nil {
+			return err
+		}
+		setLat("pick-riversqlite-tuned", "River SQLite tuned: Insert -> Work", l)
 		for _, t := range []peers.AsynqTuning{peers.AsynqDefault, peers.AsynqTuned} {
 			l, err := aq.Pickup(ctx, t, cfg.probes)
 			if err != nil {
@@ -684,74 +724,16 @@ func measureScale(cfg config, r *report.Report, bins farrob.Bins, c column, logD
 	return nil
 }
 
-func goals(cfg config, r *report.Report, cols []column) {
-	ratio := func(label, col, a, b string, target float64) {
-		x, ok1 := r.Num(a, col)
-		y, ok2 := r.Num(b, col)
-		g := report.Goal{Label: label, Col: col, Target: fmt.Sprintf(">= %.1fx", target), Known: ok1 && ok2 && y > 0}
-		if g.Known {
-			g.Value = fmt.Sprintf("%.2fx", x/y)
-			g.Met = x/y >= target
-		}
-		r.AddGoal(g)
-	}
-	for _, c := range cols {
-		col := c.key
-		if cfg.peers {
-			ratio("durable throughput farro / River tuned", col, "farro1x4", "river-tuned", 1.0)
-			ratio("durable throughput farro / asynq default (AOF always)", col, "farro1x4", "asynq-default", 1.0)
-			ratio("durable throughput farro / asynq tuned (AOF always)", col, "farro1x4", "asynq-tuned", 1.0)
-		}
-		ratio("durable throughput farro / group-commit floor", col, "farro1x4", "floor-group16", 0.8)
-		if cfg.peers {
-			for _, t := range []string{"default", "tuned"} {
-				x, ok1 := r.Num("pick-farro", col)
-				y, ok2 := r.Num("pick-river-"+t, col)
-				g := report.Goal{Label: "pickup p99 farro / River " + t + " p99", Col: col, Target: "<= 1.0x", Known: ok1 && ok2 && y > 0}
-				if g.Known {
-					g.Value, g.Met = fmt.Sprintf("%.2fx", x/y), x <= y
-				}
-				r.AddGoal(g)
-			}
-		}
-		if x, ok := r.Num("pick-farro.p50", col); ok {
-			r.AddGoal(report.Goal{Label: "pickup p50 farro (to exec handler start)", Col: col, Target: "<= 5 ms", Known: true, Value: fmt.Sprintf("%.2f ms", x), Met: x <= 5})
-		}
-		if x, ok := r.Num("rec-farro", col); ok {
-			r.AddGoal(report.Goal{Label: "recovery p99 farro", Col: col, Target: "<= 2 s", Known: true, Value: fmt.Sprintf("%.2f s", x), Met: x <= 2})
-		}
-	}
-	if len(cfg.scale) > 1 && cfg.want("scale") {
-		lo, hi := kfmt(cfg.scale[0]), kfmt(cfg.scale[len(cfg.scale)-1])
-		for _, k := range []struct{ key, label string }{
-			{"sc-claim", "Spool.Claim p50"},
-			{"sc-agent-ms", "agentd wall ms per job"},
-		} {
-			x, ok1 := r.Num(k.key, hi)
-			y, ok2 := r.Num(k.key, lo)
-			g := report.Goal{Label: fmt.Sprintf("scale: %s at %s / at %s", k.label, hi, lo), Col: cols[0].key, Target: "<= 1.5x", Known: ok1 && ok2 && y > 0}
-			if g.Known {
-				g.Value, g.Met = fmt.Sprintf("%.2fx", x/y), x/y <= 1.5
-			}
-			r.AddGoal(g)
-		}
-	}
-	if n := len(cfg.scale); n > 0 && cfg.want("scale") {
-		hi := kfmt(cfg.scale[n-1])
-		x, ok1 := r.Num("sc-rss", hi)
-		y, ok2 := r.Num("sc-done-rss", hi)
-		m := max(x, y)
-		r.AddGoal(report.Goal{Label: fmt.Sprintf("scale: largest daemon RSS at %s", hi), Col: cols[0].key, Target: "<= 64 MiB", Known: ok1 || ok2, Value: fmt.Sprintf("%.1f MiB", m), Met: m <= 64})
-	}
-}
-
 func notes(cfg config, r *report.Report) {
 	r.Note("Durability: every farro, River and asynq figure is for the configuration that survives a power cut: farro's defaults (submit, claim and commit group-committed: a shared syncfs barrier before each job.json replace and before each move is acknowledged; moves under lock fsync every step), PostgreSQL fsync=on synchronous_commit=on, Redis appendonly yes + appendfsync always. The floor's 'no fsync' and 'group commit' rows are reference points, not configurations farro may ship.")
 	r.Note("Burn-down: all N jobs are queued before the clock starts (farro: written by the benchmark's fixture with the files Spool.Submit writes, then syncfs; River: InsertMany; asynq: Enqueue). The clock runs from starting the workers (farro: exec of agentd, managerd and watchdogd already running and ready) until every job is durably completed: farro counts completed/succeeded/ by listing it every 10 ms, River polls SELECT count(*) ... state='completed', asynq polls its processed counter (incremented when a task is acked in Redis).")
 	if cfg.peers {
 		r.Note("River default is measured on fewer jobs (N=%d): its rate is bounded by FetchCooldown (100 ms per fetch of up to MaxWorkers jobs), not by N.", cfg.riverDefN)
+		r.Note("River SQLite: River's riversqlite driver on modernc.org/sqlite (pure Go), one database file on the column's filesystem, journal_mode=WAL, synchronous=FULL (the WAL is fsynced at every commit), busy_timeout %s, a pool of one connection (River's recommendation: SQLite has one writer at a time); tuned as River tuned. Its driver completes and inserts jobs one row at a time (InsertMany too).", peers.SQLiteBusyTimeout)
 	}
+	r.Note("Process start: farroctl --version and a minimal Go binary (a hello world built into the work dir by the same go command) are run the same number of times, interleaved, each timed from fork to exit.")
 	r.Note("Pickup: one job at a time on an idle queue, the next 150..250 ms (random) after the previous one was handled, for every system (River sends at most one insert notification per FetchCooldown, so closer probes would measure its 1 s poll instead). farro's handler is agentd's exec handler running /bin/sh -c 'printf ... > FIFO' (the benchmark timestamps the line it reads); the 'claim' row is the inotify event of the job's rename into in-progress/<agent>/, before the claim's job.json rewrite. River and asynq handlers are in-process Go functions.")
 	r.Note("Recovery: two agentd (--concurrency 1, exec handler 'sleep 30'), one job with max_attempts 1000; each probe SIGKILLs the agent holding it and polls every 1 ms for the job in the other agent's in-progress/ dir, then restarts the killed agent. River and asynq are quoted, not probed: with their defaults a probe takes an hour (River) or one to two minutes (asynq).")
+	r.Note("Goals of the crawl and of the frontier at scale are in make bench-crawl's table.")
 	r.Note("Scale: in-process Spool.Claim (no daemon running) on the oldest jobs; agentd figures are the next jobs after the claims, at depth ~N. Cycle times call internal/manager and internal/watchdog RunOnce in process on a spool holding N jobs in completed/succeeded/. Scale runs on the first column's filesystem only.")
 }

@@ -61,20 +61,6 @@ func (b Bins) SubmitCLI(base string, n int) (InsertResult, error) {
 	return InsertResult{Jobs: n, Elapsed: el}, nil
 }
 
-// StartOnly runs `farroctl --version` n times in a row: the cost of a
-// process start alone, for reading SubmitCLI.
-func (b Bins) StartOnly(n int) (InsertResult, error) {
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		cmd := exec.Command(b.Path("farroctl"), "--version")
-		cmd.Env = cleanEnv()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return InsertResult{}, fmt.Errorf("farroctl --version: %v: %s", err, out)
-		}
-	}
-	return InsertResult{Jobs: n, Elapsed: time.Since(start)}, nil
-}
-
 // SubmitBatch runs one `farroctl submit --batch --kind noop FILE` of n
 // JSON Lines.
 func (b Bins) SubmitBatch(base string, n int) (InsertResult, error) {

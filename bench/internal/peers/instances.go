@@ -1,6 +1,7 @@
-// Package peers runs the two job queues farro is compared with, River
-// (Go + PostgreSQL) and asynq (Go + Redis), used as libraries against
-// private, durable PostgreSQL and Redis instances on loopback.
+// Package peers runs the job queues farro is compared with, River
+// (Go + PostgreSQL, or an embedded SQLite file) and asynq (Go + Redis), used
+// as libraries against private, durable PostgreSQL and Redis instances on
+// loopback and a SQLite file beside the spool.
 package peers
 
 import (

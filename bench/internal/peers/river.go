@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
@@ -53,31 +54,26 @@ func (w *noopWorker) Work(ctx context.Context, j *river.Job[noopArgs]) error {
 	return nil
 }
 
-// River is a River schema in a PostgreSQL database.
-type River struct {
-	pool *pgxpool.Pool
+// riverDB is what the figures need of one River database, whatever its
+// driver: the driver, a statement that empties river_job, and a query of
+// how many jobs are completed.
+type riverDB[TTx any] struct {
+	name   string // for errors: "river", "river sqlite"
+	driver riverdriver.Driver[TTx]
+	reset  func(ctx context.Context) error
+	done   func(ctx context.Context) (int, error)
 }
 
-// NewRiver connects and runs River's migrations.
-func NewRiver(ctx context.Context, dsn string) (*River, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+func migrate[TTx any](ctx context.Context, drv riverdriver.Driver[TTx]) error {
+	m, err := rivermigrate.New(drv, nil)
 	if err != nil {
-		return nil, err
-	}
-	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		pool.Close()
-		return nil, err
+		return err
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("river migrate: %w", err)
+		return fmt.Errorf("river migrate: %w", err)
 	}
-	return &River{pool: pool}, nil
+	return nil
 }
-
-// Close closes the pool.
-func (r *River) Close() { r.pool.Close() }
 
 func quiet() *slog.Logger {
 	return slog.New(slog.NewTextHandler(discard{}, &slog.HandlerOptions{Level: slog.LevelError + 4}))
@@ -87,10 +83,10 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-func (r *River) client(t RiverTuning, startedCh chan<- started) (*river.Client[pgx.Tx], error) {
+func (db riverDB[TTx]) client(t RiverTuning, startedCh chan<- started) (*river.Client[TTx], error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{started: startedCh})
-	return river.NewClient(riverpgxv5.New(r.pool), &river.Config{
+	return river.NewClient(db.driver, &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers:           workers,
 		FetchCooldown:     t.FetchCooldown,
@@ -99,18 +95,13 @@ func (r *River) client(t RiverTuning, startedCh chan<- started) (*river.Client[p
 	})
 }
 
-func (r *River) reset(ctx context.Context) error {
-	_, err := r.pool.Exec(ctx, "TRUNCATE river_job")
-	return err
-}
-
-// BurnDown inserts n jobs (InsertMany), then starts a client and times
+// burnDown inserts n jobs (InsertMany), then starts a client and times
 // until all n are completed in the database (polled every 10 ms).
-func (r *River) BurnDown(ctx context.Context, t RiverTuning, n int, timeout time.Duration) (time.Duration, error) {
-	if err := r.reset(ctx); err != nil {
+func (db riverDB[TTx]) burnDown(ctx context.Context, t RiverTuning, n int, timeout time.Duration) (time.Duration, error) {
+	if err := db.reset(ctx); err != nil {
 		return 0, err
 	}
-	c, err := r.client(t, nil)
+	c, err := db.client(t, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -128,21 +119,21 @@ func (r *River) BurnDown(ctx context.Context, t RiverTuning, n int, timeout time
 	}()
 	deadline := start.Add(timeout)
 	for {
-		var done int
-		if err := r.pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&done); err != nil {
+		done, err := db.done(ctx)
+		if err != nil {
 			return 0, err
 		}
 		if done >= n {
 			return time.Since(start), nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("river %s: %d of %d completed after %s", t.Name, done, n, timeout)
+			return 0, fmt.Errorf("%s %s: %d of %d completed after %s", db.name, t.Name, done, n, timeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func insertMany(ctx context.Context, c *river.Client[pgx.Tx], n int) error {
+func insertMany[TTx any](ctx context.Context, c *river.Client[TTx], n int) error {
 	const batch = 1000
 	for i := 0; i < n; i += batch {
 		ps := make([]river.InsertManyParams, 0, batch)
@@ -156,12 +147,12 @@ func insertMany(ctx context.Context, c *river.Client[pgx.Tx], n int) error {
 	return nil
 }
 
-// InsertOne times n sequential Client.Insert calls (a transaction each).
-func (r *River) InsertOne(ctx context.Context, n int) (time.Duration, error) {
-	if err := r.reset(ctx); err != nil {
+// insertOne times n sequential Client.Insert calls (a transaction each).
+func (db riverDB[TTx]) insertOne(ctx context.Context, n int) (time.Duration, error) {
+	if err := db.reset(ctx); err != nil {
 		return 0, err
 	}
-	c, err := r.client(RiverDefault, nil)
+	c, err := db.client(RiverDefault, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -174,12 +165,12 @@ func (r *River) InsertOne(ctx context.Context, n int) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// InsertMany times inserting n jobs with InsertMany in batches of 1000.
-func (r *River) InsertMany(ctx context.Context, n int) (time.Duration, error) {
-	if err := r.reset(ctx); err != nil {
+// insertMany times inserting n jobs with InsertMany in batches of 1000.
+func (db riverDB[TTx]) insertMany(ctx context.Context, n int) (time.Duration, error) {
+	if err := db.reset(ctx); err != nil {
 		return 0, err
 	}
-	c, err := r.client(RiverDefault, nil)
+	c, err := db.client(RiverDefault, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -190,13 +181,13 @@ func (r *River) InsertMany(ctx context.Context, n int) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// Pickup times Insert (start) to Work (start) on an idle queue.
-func (r *River) Pickup(ctx context.Context, t RiverTuning, probes int) (stats.Latency, error) {
-	if err := r.reset(ctx); err != nil {
+// pickup times Insert (start) to Work (start) on an idle queue.
+func (db riverDB[TTx]) pickup(ctx context.Context, t RiverTuning, probes int) (stats.Latency, error) {
+	if err := db.reset(ctx); err != nil {
 		return stats.Latency{}, err
 	}
 	ch := make(chan started, 16)
-	c, err := r.client(t, ch)
+	c, err := db.client(t, ch)
 	if err != nil {
 		return stats.Latency{}, err
 	}
@@ -226,10 +217,66 @@ func (r *River) Pickup(ctx context.Context, t RiverTuning, probes int) (stats.La
 					break wait
 				}
 			case <-timeout:
-				return stats.Latency{}, fmt.Errorf("river %s pickup: job %d not worked within 30s", t.Name, res.Job.ID)
+				return stats.Latency{}, fmt.Errorf("%s %s pickup: job %d not worked within 30s", db.name, t.Name, res.Job.ID)
 			}
 		}
 		time.Sleep(stats.ProbeGap())
 	}
 	return stats.Lat(lat), nil
+}
+
+// River is a River schema in a PostgreSQL database.
+type River struct {
+	pool *pgxpool.Pool
+	db   riverDB[pgx.Tx]
+}
+
+// NewRiver connects and runs River's migrations.
+func NewRiver(ctx context.Context, dsn string) (*River, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	drv := riverpgxv5.New(pool)
+	if err := migrate(ctx, drv); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &River{pool: pool, db: riverDB[pgx.Tx]{
+		name:   "river",
+		driver: drv,
+		reset: func(ctx context.Context) error {
+			_, err := pool.Exec(ctx, "TRUNCATE river_job")
+			return err
+		},
+		done: func(ctx context.Context) (int, error) {
+			var n int
+			err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&n)
+			return n, err
+		},
+	}}, nil
+}
+
+// Close closes the pool.
+func (r *River) Close() { r.pool.Close() }
+
+// BurnDown inserts n jobs (InsertMany), then starts a client and times
+// until all n are completed in the database (polled every 10 ms).
+func (r *River) BurnDown(ctx context.Context, t RiverTuning, n int, timeout time.Duration) (time.Duration, error) {
+	return r.db.burnDown(ctx, t, n, timeout)
+}
+
+// InsertOne times n sequential Client.Insert calls (a transaction each).
+func (r *River) InsertOne(ctx context.Context, n int) (time.Duration, error) {
+	return r.db.insertOne(ctx, n)
+}
+
+// InsertMany times inserting n jobs with InsertMany in batches of 1000.
+func (r *River) InsertMany(ctx context.Context, n int) (time.Duration, error) {
+	return r.db.insertMany(ctx, n)
+}
+
+// Pickup times Insert (start) to Work (start) on an idle queue.
+func (r *River) Pickup(ctx context.Context, t RiverTuning, probes int) (stats.Latency, error) {
+	return r.db.pickup(ctx, t, probes)
 }

@@ -42,7 +42,8 @@ type Goal struct {
 	Value  string // e.g. "0.85x" or "1.2 s"
 	Target string // e.g. ">= 1.0x"
 	Met    bool
-	Known  bool // false when a figure was missing
+	Known  bool   // false when a figure was not measured
+	Reason string // why it was not measured (shown when !Known)
 }
 
 // New returns an empty report.
@@ -148,7 +149,7 @@ func (r *Report) Render(w io.Writer) {
 		}
 	}
 	if len(r.Goals) > 0 {
-		fmt.Fprintf(w, "\nGoals (issue 4), per filesystem\n")
+		fmt.Fprintf(w, "\nGoals, per filesystem: MET, NOT MET, or NOT MEASURED (why)\n")
 		gw := 0
 		for _, g := range r.Goals {
 			gw = max(gw, len(g.Label))
@@ -156,14 +157,17 @@ func (r *Report) Render(w io.Writer) {
 		goals := append([]Goal(nil), r.Goals...)
 		sort.SliceStable(goals, func(i, j int) bool { return colIndex(r.Cols, goals[i].Col) < colIndex(r.Cols, goals[j].Col) })
 		for _, g := range goals {
-			verdict := "MET"
+			verdict, value := "MET", g.Value
 			switch {
 			case !g.Known:
-				verdict = "n/a"
+				verdict, value = "NOT MEASURED", "-"
+				if g.Reason != "" {
+					verdict += " (" + g.Reason + ")"
+				}
 			case !g.Met:
 				verdict = "NOT MET"
 			}
-			fmt.Fprintf(w, "  %-8s %-*s  %10s  (goal %s)  %s\n", g.Col, gw, g.Label, g.Value, g.Target, verdict)
+			fmt.Fprintf(w, "  %-8s %-*s  %10s  (goal %s)  %s\n", g.Col, gw, g.Label, value, g.Target, verdict)
 		}
 	}
 	if len(r.Notes) > 0 {
