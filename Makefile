@@ -1,7 +1,7 @@
 # farro: build, test and demo entry points.
 #
 #   make build   the four binaries into bin/
-#   make test    gofmt check, go vet, go test -race, systemd unit checks, Debian package check (CI runs this)
+#   make test    gofmt check, go vet, go test -race, the bench harness's own tests, systemd unit checks, Debian package check (CI runs this)
 #   make demo    daemons on ./spool and a demo batch of jobs (scripts/demo.sh)
 #   make crawl-demo  crawl a generated site served on 127.0.0.1 (scripts/crawl-demo.sh)
 #   make deb     the Debian package, dist/farro_<version>_<arch>.deb (deploy/deb/)
@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/farro-dev/farro/internal/daemon.Version=$(VERSION)
 # large queue), build output and git's own directory.
 GOFILES_CMD := find . \( -path ./spool -o -path ./bin -o -path ./.git \) -prune -o -name '*.go' -type f -print0
 
-.PHONY: all build test fmt-check vet gotest verify-units demo crawl-demo clean deb check-deb check-deb-fast
+.PHONY: all build test fmt-check vet gotest bench-test verify-units demo crawl-demo clean deb check-deb check-deb-fast
 # The steps of test must run in this order, even under make -j.
 .NOTPARALLEL:
 
@@ -26,7 +26,7 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-test: fmt-check vet gotest verify-units check-deb-fast
+test: fmt-check vet gotest bench-test verify-units check-deb-fast
 
 fmt-check:
 	@echo '==> gofmt -l (every .go file must be gofmt-formatted)'
@@ -44,6 +44,11 @@ vet:
 # several minutes under -race), so that CI stays far below its 30 minutes.
 gotest:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The benchmark harness's own tests (bench/ is its own module: peers'
+# settings, goal verdicts, the report); its figures are make bench.
+bench-test:
+	cd bench && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -race -count=1 ./...
 
 verify-units:
 	./deploy/verify-units.sh
