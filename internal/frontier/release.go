@@ -423,7 +423,9 @@ func (d *driver) unrelease(p pendingRelease) {
 		}
 		seg := dd.Segment(p.entry.Depth, p.entry.Priority)
 		key := segKey{dd.Domain, seg.File}
-		d.appends[key] = append(d.appends[key], *p.entry)
+		e := *p.entry
+		e.Requeued = true // not a discovery (crawl.Entry.Discovery)
+		d.appends[key] = append(d.appends[key], e)
 	}
 	// Try the domain again in a second, not at the next pass: a lock
 	// that stays held would otherwise re-append the URL every pass.
