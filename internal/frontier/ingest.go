@@ -160,8 +160,10 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		out.Outcome, out.Detail = crawl.OutcomeFailed, art.ErrorCode+": "+art.Error
 		dd.PagesFailed++
 	default:
-		if st == job.Killed && !haveArt && !d.stopped(j) && d.retryFailure(dm, fl, "lost", false, 0, now) {
-			// Killed by managerd after its agent died: tried again.
+		if st == job.Killed && !d.stopped(j) && d.retryFailure(dm, fl, "lost", false, 0, now) {
+			// Killed by managerd after its agent died: tried again, also
+			// when the agent had staged its artifact before it died (the
+			// page was fetched; its job was never committed).
 			return
 		}
 		out.Outcome = crawl.OutcomeKilled
