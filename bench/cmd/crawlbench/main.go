@@ -201,11 +201,17 @@ func run(cfg config) error {
 				round, t.key, r.Rate(), r.Log.Pages, r.Elapsed.Round(time.Millisecond), r.Log.Requests, r.Log.Duplicates, mib(r.PeakKiB))
 		}
 	}
-	// The real tree: once per tool, in both modes (about 1,170 pages).
+	// The real tree: once per tool, in both modes (about 1,170 pages);
+	// Colly in full mode only (it refetches every page linked with a
+	// fragment: half a minute here, too long for the smoke run).
 	if err := crawlb.EnsureRealTree(logf); err != nil {
 		return err
 	}
-	real, err := crawlb.RunRealTree(crawlb.RealTreeConfig{Work: work, LogDir: logDir, Bins: bins, CollyBin: collyBin,
+	realColly := ""
+	if cfg.mode == "full" {
+		realColly = collyBin
+	}
+	real, err := crawlb.RunRealTree(crawlb.RealTreeConfig{Work: work, LogDir: logDir, Bins: bins, CollyBin: realColly,
 		Parallel: cfg.parallel, Concurrency: cfg.conc, Timeout: cfg.timeout, Keep: cfg.keep}, logf)
 	if err != nil {
 		return err
