@@ -137,6 +137,7 @@ a per-run budget reached pauses the crawl.`,
 			simple("cancel", "stop the crawl for good: nothing more is released, queued jobs are killed, running ones stopped", (*ctl.Ctl).CrawlCancel),
 			crawlExportCommand(c, usageErr, nameArg), // crawl_warc.go
 			crawlRetryCommand(c, usageErr),
+			crawlFsckCommand(c, usageErr), // crawl_fsck.go
 		},
 	}
 	domains := &cli.Command{

@@ -208,6 +208,9 @@ type Outcome struct {
 	SHA256     string     `json:"sha256,omitempty"`
 	Links      int        `json:"links"`
 	Detail     string     `json:"detail,omitempty"` // error, robots rule, reason
+	// ErrorCode: the fetcher's code of a refusal (robots_disallowed, ...),
+	// which tells a robots refusal from others in a recount.
+	ErrorCode string `json:"error_code,omitempty"`
 	// Validators of the response (a refresh sends them back) and whether
 	// it was unchanged since the previous round.
 	ETag         string `json:"etag,omitempty"`
@@ -294,8 +297,14 @@ func (st *Store) PutBody(sha string, body []byte) error {
 }
 
 // Frontier is frontier.json: the frontier's own progress in a crawl.
+// Its link counters are a cache of what links.jsonl and the queues say,
+// written at most once a second and rebuilt when a frontier starts.
 type Frontier struct {
-	Seeded     bool      `json:"seeded"`       // the seeds of crawl.json are queued
+	Seeded bool `json:"seeded"` // the seeds of crawl.json are queued
+	// Tallied: the link counters below are derived from links.jsonl and
+	// the queues at every frontier start (crawl.Recount); false for a
+	// crawl seeded before links.jsonl existed, whose counters are kept.
+	Tallied    bool      `json:"tallied,omitempty"`
 	OutOfScope int64     `json:"out_of_scope"` // links dropped: out of scope
 	TooDeep    int64     `json:"too_deep"`     // links dropped: beyond max_depth
 	TooManyHop int64     `json:"too_many_redirects"`

@@ -25,6 +25,8 @@
 //	deep/<xxx>              hashes of URLs found only beyond max_depth
 //	outcomes.jsonl          one line per URL finished (fetched, failed,
 //	                        robots-denied, ...), appended by the frontier
+//	links.jsonl             one line per ingested job that found links:
+//	                        how they fared (recount.go)
 //	requests/<ts>-<op>.json operator requests the frontier applies (domain
 //	                        reset)
 //	bodies/<ab>/<sha256>    response bodies, content-addressed, written

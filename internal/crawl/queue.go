@@ -33,7 +33,15 @@ type Entry struct {
 	// against the URL.
 	Try      int `json:"try,omitempty"`
 	Failures int `json:"failures,omitempty"`
+	// Requeued: put back after a release whose submit failed (the URL
+	// was discovered before).
+	Requeued bool `json:"requeued,omitempty"`
 }
+
+// Discovery reports whether the entry is a URL's first queueing (what
+// a domain's pages_discovered counts): not a retry, not a refresh
+// round's revisit, not a failed release put back.
+func (e *Entry) Discovery() bool { return e.Try == 0 && e.Round == 0 && !e.Requeued }
 
 // AppendEntries appends entries to the segment file at path (created if
 // needed) and fsyncs it. It returns the file's new size.

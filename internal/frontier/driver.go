@@ -77,7 +77,14 @@ type driver struct {
 	releasedRun           int
 
 	sitemapLines []crawl.SitemapLine // not yet appended to sitemaps.jsonl (sitemap.go)
-	rereading    map[string]bool     // robots jobs released to read sitemaps before a refresh
+
+	// Link counters (counts.go).
+	tally      crawl.LinkTally            // the job being ingested
+	tallies    []crawl.LinkTally          // not yet appended to links.jsonl
+	tallied    map[string]crawl.LinkTally // lines in links.jsonl of jobs that may be ingested again
+	linkSums   crawl.LinkTally            // the last line of every job, added up
+	discovered int64                      // sum of the domains' PagesDiscovered
+	rereading  map[string]bool            // robots jobs released to read sitemaps before a refresh
 }
 
 func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
@@ -191,9 +198,13 @@ func (d *driver) load() error {
 				if err != nil {
 					return err
 				}
+				found := int64(0)
 				for _, e := range es {
 					if e.URL != "" {
 						d.seen.Add(crawl.URLKey(e.URL))
+						if e.Discovery() {
+							found++
+						}
 					}
 					if e.Round > dm.d.Round {
 						// A refresh appended its entries and died before
@@ -202,8 +213,10 @@ func (d *driver) load() error {
 						d.adoptRound(dm, e.Round, e.At)
 					}
 				}
+				// Only first queueings are discoveries: retries, refresh
+				// revisits and failed releases put back are not.
 				seg.Size, seg.Count = size, seg.Count+lines
-				dm.d.PagesDiscovered += lines
+				dm.d.PagesDiscovered += found
 				d.dirty[name] = true
 			}
 		}
@@ -215,11 +228,16 @@ func (d *driver) load() error {
 		d.refreshWork(dm)
 	}
 	d.recount()
+	if err := d.loadCounts(); err != nil {
+		return err
+	}
 	if !d.fr.Seeded {
 		now := time.Now().UTC()
+		d.beginTally(crawl.SeedsTallyID)
 		for _, s := range d.cfg.Seeds {
 			d.discover(s.URL, 0, 0, s.Priority, "", now)
 		}
+		d.endTally()
 		if err := d.flushAppends(); err != nil {
 			return err
 		}
@@ -229,7 +247,7 @@ func (d *driver) load() error {
 		if err := d.persist(); err != nil {
 			return err
 		}
-		d.fr.Seeded = true
+		d.fr.Seeded, d.fr.Tallied = true, true
 		if err := d.st.WriteFrontier(d.fr); err != nil {
 			return err
 		}
@@ -360,6 +378,9 @@ func (d *driver) lifecycle(now time.Time) bool {
 	case crawl.Cancelled:
 		if len(d.inflight) == 0 {
 			if d.cfg.FinishedAt == nil {
+				if !d.saveFrontier() {
+					return true
+				}
 				d.updateCrawl(func(c *crawl.Crawl) error {
 					if c.State != crawl.Cancelled {
 						return errChanged
@@ -396,6 +417,11 @@ func (d *driver) lifecycle(now time.Time) bool {
 		reason = fmt.Sprintf("max_pages (%d) reached", d.cfg.MaxPages)
 	} else if n := d.pendingTotal(); n > 0 {
 		reason = fmt.Sprintf("nothing left to fetch; %d URLs wait in domains given up or over their budget", n)
+	}
+	// frontier.json before crawl.json says done: no frontier starts
+	// for a done crawl to rebuild its counters.
+	if !d.saveFrontier() {
+		return true
 	}
 	if d.setDone(reason) {
 		d.log.Info().Int64("released", d.totalReleased()).Str("reason", reason).Msg("crawl done")
@@ -606,6 +632,9 @@ func (d *driver) persist() error {
 	if err := d.flushSitemapLines(); err != nil {
 		return err
 	}
+	if err := d.flushTallies(); err != nil {
+		return err
+	}
 	if len(d.outcomes) > 0 {
 		if err := appendJSONLines(d.st.Path(crawl.OutcomesFile), d.outcomes); err != nil {
 			return err
@@ -643,6 +672,19 @@ func (d *driver) persist() error {
 		}
 	}
 	return nil
+}
+
+// saveFrontier writes frontier.json now if it changed.
+func (d *driver) saveFrontier() bool {
+	if !d.frDirty {
+		return true
+	}
+	if err := d.st.WriteFrontier(d.fr); err != nil {
+		d.log.Error().Err(err).Msg("cannot write frontier.json; retrying")
+		return false
+	}
+	d.frDirty, d.frSaved = false, time.Now()
+	return true
 }
 
 // appendJSONLines appends one JSON line per item to path in one write,

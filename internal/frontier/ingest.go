@@ -139,9 +139,9 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		if art.ErrorCode == crawl.ErrCodeContentType {
 			out.Detail = art.Error
 		}
-		d.fetched(dm, &art, now)
+		d.fetched(dm, fl.ID, &art, now)
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
-		out.Outcome, out.Detail = crawl.OutcomeRefused, art.Error
+		out.Outcome, out.Detail, out.ErrorCode = crawl.OutcomeRefused, art.Error, art.ErrorCode
 		if art.ErrorCode == crawl.ErrCodePrivate {
 			out.Outcome = crawl.OutcomePrivateAddress
 		}
@@ -160,8 +160,10 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		out.Outcome, out.Detail = crawl.OutcomeFailed, art.ErrorCode+": "+art.Error
 		dd.PagesFailed++
 	default:
-		if st == job.Killed && !haveArt && !d.stopped(j) && d.retryFailure(dm, fl, "lost", false, 0, now) {
-			// Killed by managerd after its agent died: tried again.
+		if st == job.Killed && !d.stopped(j) && d.retryFailure(dm, fl, "lost", false, 0, now) {
+			// Killed by managerd after its agent died: tried again, also
+			// when the agent had staged its artifact before it died (the
+			// page was fetched; its job was never committed).
 			return
 		}
 		out.Outcome = crawl.OutcomeKilled
@@ -180,9 +182,13 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 
 // fetched ingests an HTTP response (responseHealth has counted it
 // toward its domain's health).
-func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
+func (d *driver) fetched(dm *dom, id string, art *crawl.Artifact, now time.Time) {
 	dd := dm.d
 	dd.PagesCrawled++
+	// Counted here, with the page's outcome, not in responseHealth: a
+	// response retried (5xx) finishes no page and has no outcome line,
+	// and the counters are those of the outcome lines (crawl.Recount).
+	dd.StatusCounts[statusKey(art.HTTPStatus)]++
 	fa := art.FetchedAt
 	dd.LastCrawledAt = &fa
 	switch {
@@ -191,19 +197,20 @@ func (d *driver) fetched(dm *dom, art *crawl.Artifact, now time.Time) {
 	case art.HTTPStatus >= 200 && art.HTTPStatus < 300:
 		dd.PagesNew++
 	}
+	d.beginTally(id)
 	for _, l := range art.Links {
 		d.discover(l, art.Depth+1, 0, 0, art.NormalizedURL, now)
 	}
 	if art.RedirectTo != "" {
 		d.discover(art.RedirectTo, art.Depth, art.Hops+1, 0, art.NormalizedURL, now)
 	}
+	d.endTally()
 }
 
 // responseHealth counts an HTTP response toward its domain's health:
 // status counts, error streaks, blocks, Retry-After, spacing.
 func (d *driver) responseHealth(dm *dom, art *crawl.Artifact, now time.Time) {
 	dd := dm.d
-	dd.StatusCounts[statusKey(art.HTTPStatus)]++
 	d.spaceAfter(dm, art.FetchedAt, now)
 	s := art.HTTPStatus
 	switch {
@@ -382,7 +389,9 @@ func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir strin
 	d.spaceAfter(dm, rc.FetchedAt, now)
 	delete(d.rereading, fl.ID)
 	if haveArt {
+		d.beginTally(fl.ID)
 		d.ingestSitemaps(dm, &art, now) // sitemap.go
+		d.endTally()
 	}
 	d.log.Info().Str("domain", dd.Domain).Str("origin", fl.Origin).Int("http_status", rc.HTTPStatus).
 		Str("verdict", rc.Verdict).Float64("crawl_delay_s", rc.CrawlDelay).Msg("robots.txt")
@@ -404,21 +413,19 @@ func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir strin
 // discover takes one link (or seed, or redirect target) through
 // normalization, scope, depth and dedup, and queues it for its domain.
 func (d *driver) discover(raw string, depth, hops, prio int, from string, now time.Time) {
+	t := &d.tally // counts.go: this job's line of links.jsonl
 	u, err := d.cfg.NormalizeURL(raw)
 	if err != nil {
-		d.fr.Invalid++
-		d.frDirty = true
+		t.Invalid++
 		return
 	}
 	if ok, _ := d.scoper.InScope(u); !ok {
-		d.fr.OutOfScope++
-		d.frDirty = true
+		t.OutOfScope++
 		return
 	}
 	if from != "" { // seeds are exempt from the URL filters
 		if ok, _ := d.filter.Allowed(u); !ok {
-			d.fr.Filtered++
-			d.frDirty = true
+			t.Filtered++
 			return
 		}
 	}
@@ -427,29 +434,27 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 		if has, _ := d.deep.Has(k); !has {
 			d.deep.Add(k)
 		}
-		d.fr.TooDeep++
-		d.frDirty = true
+		t.TooDeep++
 		return
 	}
 	if hops > d.cfg.MaxRedirects {
-		d.fr.TooManyHop++
-		d.frDirty = true
+		t.TooManyHop++
 		return
 	}
+	name, parent, err := crawl.DomainOf(u)
+	if err != nil {
+		t.Invalid++
+		return
+	}
+	// Accepted: queued below unless seen, in which case a duplicate
+	// (duplicates are accepted links minus URLs queued, counts.go).
+	t.Accepted++
 	has, err := d.seen.Has(k)
 	if err != nil {
 		// Queue it: a duplicate is refused at release anyway.
 		d.log.Warn().Err(err).Msg("seen-set lookup failed")
 	}
 	if has {
-		d.fr.Duplicates++
-		d.frDirty = true
-		return
-	}
-	name, parent, err := crawl.DomainOf(u)
-	if err != nil {
-		d.fr.Invalid++
-		d.frDirty = true
 		return
 	}
 	d.seen.Add(k)
@@ -458,6 +463,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	key := segKey{name, seg.File}
 	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})
 	dm.d.PagesDiscovered++
+	d.discovered++
 	if dm.d.Status == crawl.DomainExhausted {
 		d.transition(dm, crawl.DomainActive, "", "")
 	}

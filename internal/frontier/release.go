@@ -244,6 +244,10 @@ func (d *driver) releaseOne(dm *dom, now time.Time) bool {
 		if d.cfg.MaxPages > 0 && d.totalReleased() >= d.cfg.MaxPages {
 			return false
 		}
+		if d.releasedAlready(dd, e) {
+			d.consume(dm, seg, end)
+			continue
+		}
 		released := d.releaseFetch(dm, e, seg, end, ref, now)
 		if released && d.interval(dd) >= 500*time.Millisecond {
 			// The next release is far: do not keep a read-ahead per
@@ -402,6 +406,37 @@ func (d *driver) submitted(id string, err error) bool {
 	return true
 }
 
+// releasedAlready tells whether entry e's job is in flight, or is a
+// failed release put back (crawl.Entry.Requeued) whose job was released
+// and ingested after all: a submit refused because the job's lock was
+// held, then a crash before the domain file recorded the undo, leaves
+// both the original entry and its copy in the queue. Releasing the copy
+// would find the job (a duplicate ID), take it for one released before a
+// crash and ingest it again, counting its page twice.
+func (d *driver) releasedAlready(dd *crawl.Domain, e crawl.Entry) bool {
+	id := crawl.RetryJobID(d.st.Name, e.URL, dd.Round, e.Try)
+	if _, ok := d.inflight[id]; ok {
+		return true
+	}
+	if !e.Requeued {
+		return false
+	}
+	for i := range d.outcomes { // ingested in this step, not yet appended
+		if d.outcomes[i].JobID == id {
+			return true
+		}
+	}
+	found := false
+	if err := d.st.ScanOutcomes(func(o *crawl.Outcome) bool {
+		found = o.JobID == id
+		return !found
+	}); err != nil {
+		d.log.Warn().Err(err).Str("job_id", id).Msg("cannot read the outcomes; releasing the URL put back")
+		return false
+	}
+	return found
+}
+
 // unrelease takes back a staged release whose submit failed.
 func (d *driver) unrelease(p pendingRelease) {
 	dd := p.dm.d
@@ -423,7 +458,9 @@ func (d *driver) unrelease(p pendingRelease) {
 		}
 		seg := dd.Segment(p.entry.Depth, p.entry.Priority)
 		key := segKey{dd.Domain, seg.File}
-		d.appends[key] = append(d.appends[key], *p.entry)
+		e := *p.entry
+		e.Requeued = true // not a discovery (crawl.Entry.Discovery)
+		d.appends[key] = append(d.appends[key], e)
 	}
 	// Try the domain again in a second, not at the next pass: a lock
 	// that stays held would otherwise re-append the URL every pass.

@@ -2,7 +2,9 @@
 // crawler and wget --recursive: pages per second crawling one generated
 // site served by a private nginx on loopback, politeness off, duplicate
 // fetches counted from nginx's own access log, peak RSS, and farro's
-// frontier memory and disk per million discovered URLs.
+// frontier memory and disk per million discovered URLs; then a real
+// HTML tree nobody here wrote (Debian's postgresql-doc-15) crawled once
+// by each, compared with wget's fetched set (internal/realsite).
 //
 //	go run ./cmd/crawlbench               # full: 10,000 pages, medians of 3 runs
 //	go run ./cmd/crawlbench -mode smoke   # 300 pages, 1 run, under a minute
@@ -30,6 +32,7 @@ import (
 	"github.com/farro-dev/farro/bench/internal/farrob"
 	"github.com/farro-dev/farro/bench/internal/stats"
 	"github.com/farro-dev/farro/bench/internal/sys"
+	"github.com/farro-dev/farro/internal/realsite"
 )
 
 type config struct {
@@ -167,10 +170,10 @@ func run(cfg config) error {
 			return crawlb.Wget(ng, work, logDir, cfg.timeout)
 		}},
 		{key: "colly", label: fmt.Sprintf("Colly, Parallelism %d", cfg.parallel), run: func(int) (crawlb.Run, error) {
-			return crawlb.Colly(collyBin, ng, cfg.parallel, 0, logDir, cfg.timeout)
+			return crawlb.Colly(collyBin, ng.URL(crawlb.SeedPath), cfg.parallel, 0, logDir, cfg.timeout)
 		}},
 		{key: "colly-idle", label: fmt.Sprintf("Colly, Parallelism %d, MaxIdleConnsPerHost %d", cfg.parallel, cfg.parallel), run: func(int) (crawlb.Run, error) {
-			return crawlb.Colly(collyBin, ng, cfg.parallel, cfg.parallel, logDir, cfg.timeout)
+			return crawlb.Colly(collyBin, ng.URL(crawlb.SeedPath), cfg.parallel, cfg.parallel, logDir, cfg.timeout)
 		}},
 		{key: "farro", label: fmt.Sprintf("farro: agentd --concurrency %d, managerd, watchdogd", cfg.concurrency()), run: func(round int) (crawlb.Run, error) {
 			return crawlb.Farro(crawlb.FarroConfig{Bins: bins, Dir: filepath.Join(work, fmt.Sprintf("farro-%d", round)), LogDir: logDir,
@@ -198,6 +201,22 @@ func run(cfg config) error {
 				round, t.key, r.Rate(), r.Log.Pages, r.Elapsed.Round(time.Millisecond), r.Log.Requests, r.Log.Duplicates, mib(r.PeakKiB))
 		}
 	}
+	// The real tree: once per tool, in both modes (about 1,170 pages);
+	// Colly in full mode only (it refetches every page linked with a
+	// fragment: half a minute here, too long for the smoke run).
+	if err := crawlb.EnsureRealTree(logf); err != nil {
+		return err
+	}
+	realColly := ""
+	if cfg.mode == "full" {
+		realColly = collyBin
+	}
+	real, err := crawlb.RunRealTree(crawlb.RealTreeConfig{Work: work, LogDir: logDir, Bins: bins, CollyBin: realColly,
+		Parallel: cfg.parallel, Concurrency: cfg.conc, Timeout: cfg.timeout, Keep: cfg.keep}, logf)
+	if err != nil {
+		return err
+	}
+
 	var prof *crawlb.Run
 	if cfg.strace {
 		if _, err := exec.LookPath("strace"); err != nil {
@@ -243,7 +262,7 @@ func run(cfg config) error {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	fmt.Fprintln(os.Stdout)
-	render(w, cfg, machine, farroRoot, loadStart+" at start, "+loads()+" during the runs", site, tools, prof, perfRun)
+	render(w, cfg, machine, farroRoot, loadStart+" at start, "+loads()+" during the runs", site, tools, prof, perfRun, real)
 	return nil
 }
 
@@ -274,7 +293,7 @@ func cell(runs []crawlb.Run, format string, f func(crawlb.Run) float64) string {
 	return fmt.Sprintf(format+" ["+format+".."+format+"]", med, lo, hi)
 }
 
-func render(w io.Writer, cfg config, machine sys.Machine, farroRoot, loadStart string, site *crawlb.Site, tools []*tool, prof, perfRun *crawlb.Run) {
+func render(w io.Writer, cfg config, machine sys.Machine, farroRoot, loadStart string, site *crawlb.Site, tools []*tool, prof, perfRun *crawlb.Run, real *crawlb.RealTree) {
 	fmt.Fprintf(w, "farro crawl benchmark, mode %s, %s\n", cfg.mode, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "machine: %s\n", machine)
 	fmt.Fprintf(w, "farro:   %s\n", describeCheckout(farroRoot))
@@ -409,6 +428,8 @@ func render(w io.Writer, cfg config, machine sys.Machine, farroRoot, loadStart s
 		}
 	}
 
+	renderRealTree(w, real)
+
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Goals (issue 5), same run")
 	rate := func(key string) float64 {
@@ -520,4 +541,44 @@ func sampleLoad() func() string {
 		}
 		return fmt.Sprintf("%.1f..%.1f (median %.1f, sampled every 5 s)", lo, hi, stats.Median(xs))
 	}
+}
+
+// renderRealTree prints the real-tree section: each tool against wget.
+func renderRealTree(w io.Writer, rt *crawlb.RealTree) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "6. Real tree: the PostgreSQL documentation (Debian %s, %d HTML files), robots.txt \"Disallow: %s\", politeness off, one run each, compared with wget from nginx's log\n",
+		realsite.Package, rt.Files, realsite.Disallowed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tpages/s\tseconds\tHTML pages\tonly this tool\tonly wget\tduplicate fetches\trobots.txt violations\t")
+	for _, r := range rt.Runs {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t\n", r.Label, r.Rate(), r.Elapsed.Seconds(), r.Report.Pages(),
+			len(r.OnlyTool), len(r.OnlyWget), r.Report.Duplicates, len(r.Report.Forbidden))
+	}
+	tw.Flush()
+	for _, r := range rt.Runs {
+		if len(r.OnlyTool) > 0 || len(r.OnlyWget) > 0 {
+			fmt.Fprintf(w, "  %s: only it %s; only wget %s\n", r.Tool, firstFew(r.OnlyTool, 8), firstFew(r.OnlyWget, 8))
+		}
+	}
+	for _, r := range rt.Runs {
+		if r.Tool != "farro" {
+			continue
+		}
+		met := len(r.OnlyTool) == 0 && len(r.OnlyWget) == 0 && r.Report.Duplicates == 0 && len(r.Report.Forbidden) == 0
+		s := "NOT MET"
+		if met {
+			s = "MET"
+		}
+		fmt.Fprintf(w, "  farro on the real tree: the same HTML set as wget, no duplicate, robots.txt obeyed: %s\n", s)
+	}
+}
+
+func firstFew(xs []string, n int) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	if len(xs) <= n {
+		return strings.Join(xs, " ")
+	}
+	return strings.Join(xs[:n], " ") + fmt.Sprintf(" ... (%d)", len(xs))
 }

@@ -78,13 +78,13 @@ func Wget(n *Nginx, dir, logDir string, timeout time.Duration) (Run, error) {
 	return Run{Tool: "wget", Elapsed: el, PeakKiB: rss}, nil
 }
 
-// Colly crawls the site with the collycrawl binary.
-func Colly(bin string, n *Nginx, parallel, idlePerHost int, logDir string, timeout time.Duration) (Run, error) {
+// Colly crawls the site from seed with the collycrawl binary.
+func Colly(bin, seed string, parallel, idlePerHost int, logDir string, timeout time.Duration) (Run, error) {
 	args := []string{"-parallel", strconv.Itoa(parallel)}
 	if idlePerHost > 0 {
 		args = append(args, "-idle-per-host", strconv.Itoa(idlePerHost))
 	}
-	cmd := exec.Command(bin, append(args, n.URL(SeedPath))...)
+	cmd := exec.Command(bin, append(args, seed)...)
 	el, rss, err := runChild("colly", cmd, filepath.Join(logDir, fmt.Sprintf("colly-%d.log", time.Now().UnixNano())), timeout)
 	if err != nil {
 		return Run{}, err
