@@ -10,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/farro-dev/farro/pkg/fsq"
 )
 
 // Entry is one line of a queue segment: a discovered URL waiting for its
@@ -55,11 +57,16 @@ func AppendEntries(path string, entries []Entry) (int64, error) {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	// O_NONBLOCK: a FIFO planted here fails the open (ENXIO) instead of
+	// blocking the frontier until a reader comes.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("queue %s: %w", path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("queue %s: %w", path, fsq.ErrNotRegular)
+	}
 	if _, err := f.Write(buf.Bytes()); err != nil {
 		return 0, fmt.Errorf("queue %s: %w", path, err)
 	}
@@ -78,7 +85,7 @@ func AppendEntries(path string, entries []Entry) (int64, error) {
 // line that does not decode is returned as an entry with an empty URL (the
 // caller skips it and still advances).
 func ReadEntries(path string, offset int64, max int) (entries []Entry, ends []int64, err error) {
-	f, err := os.Open(path)
+	f, _, err := fsq.OpenRegular(path) // a FIFO or symlink planted here is an error, never a blocked read
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, nil
