@@ -68,7 +68,7 @@ func SpoolAnywhere(cmds []*cli.Command) {
 	for _, cmd := range cmds {
 		has := false
 		for _, f := range cmd.Flags {
-			has = has || named(f, SpoolFlag.Name)
+			has = has || FlagNamed(f, SpoolFlag.Name)
 		}
 		if !has {
 			// The command line only: FARRO_SPOOL is the app-level flag's,
@@ -81,11 +81,12 @@ func SpoolAnywhere(cmds []*cli.Command) {
 	}
 }
 
-// named reports whether one of f's names is name. For the flag types
+// FlagNamed reports whether one of f's names is name. For the flag types
 // farro uses it reads the names themselves: cli.Flag.Names runs a regular
 // expression over each name, and SpoolAnywhere looks at every flag of
-// every command at every farroctl start.
-func named(f cli.Flag, name string) bool {
+// every command at every farroctl start (farroctl's argument reordering
+// at every flag it is given).
+func FlagNamed(f cli.Flag, name string) bool {
 	var n string
 	var aliases []string
 	switch f := f.(type) {
