@@ -1,9 +1,13 @@
 // Package metrics is farro's Prometheus instrumentation: the metrics each
 // daemon exports, the functions the transaction sites call to count and
 // time what they do, the collector of the spool's figures (from an
-// internal/spoolview View, so a scrape never lists a directory), the
-// opt-in loopback HTTP endpoint, and the text format written for
-// node_exporter's textfile collector.
+// internal/spoolview View, so a scrape never lists a directory) and the
+// opt-in loopback HTTP endpoint. farroctl does not link this package (the
+// Prometheus client's initialisation would run at its every start): the
+// counting functions agentd's code calls are internal/tally's, which
+// forwards them here once this package is linked, and `farroctl metrics`
+// renders the spool's gauges with tally.SpoolText, the same bytes as this
+// package's collector through the Prometheus client.
 //
 // Which process exports what (so that sum() over all targets never counts
 // twice):
@@ -15,7 +19,8 @@
 //	              retries, jobs out of attempts, promotions, crawl domains,
 //	              jobs removed by retention, submissions (from the event stream)
 //	watchdogd     recoveries by kind, failed recoveries
-//	farroctl      `farroctl metrics`: the spool's figures (managerd's gauges)
+//	farroctl      `farroctl metrics`: the spool's figures (managerd's gauges,
+//	              rendered by internal/tally)
 //
 // The counting functions are cheap and safe to call whether or not an
 // endpoint is served.
