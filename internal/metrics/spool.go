@@ -70,8 +70,9 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // SpoolRegistry is a registry holding only build info (for program) and
-// v's figures: what `farroctl metrics` writes. It has no Go or process
-// metrics, which node_exporter exports itself.
+// v's figures: what `farroctl metrics` writes (farroctl renders it with
+// tally.SpoolText, tested against this registry byte for byte). It has
+// no Go or process metrics, which node_exporter exports itself.
 func SpoolRegistry(program string, v *spoolview.View) *prometheus.Registry {
 	c := &spoolCollector{}
 	c.view.Store(v)
