@@ -13,6 +13,14 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/farro-dev/farro/internal/daemon.Version=$(VERSION)
 
+# urfave_cli_no_docs leaves out urfave/cli's Markdown and man page writers:
+# farro does not use them (internal/daemon writes the man pages), and the
+# Markdown library they link fills its tables at every start of every
+# program, farroctl --version included (docs/ARCHITECTURE.md, Decisions).
+# Exported, so that every go command run by make (build, vet, test, the
+# Debian package, the benchmarks) builds alike.
+export GOFLAGS := $(strip $(GOFLAGS) -tags=urfave_cli_no_docs)
+
 # Go files to format-check: everything except the spool (which may hold a
 # large queue), build output and git's own directory.
 GOFILES_CMD := find . \( -path ./spool -o -path ./bin -o -path ./.git \) -prune -o -name '*.go' -type f -print0

@@ -16,6 +16,7 @@ import (
 	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/internal/fetch"
 	"github.com/farro-dev/farro/internal/logx"
+	_ "github.com/farro-dev/farro/internal/metricsd" // --metrics-addr serves internal/metrics
 	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/internal/registry"
 )

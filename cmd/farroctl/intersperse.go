@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/daemon"
 )
 
 // intersperse lets flags follow a command's arguments ("history ID
@@ -93,11 +95,9 @@ func takesValue(flags []cli.Flag, tok string) bool {
 	}
 	name := strings.TrimLeft(tok, "-")
 	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				_, isBool := f.(*cli.BoolFlag)
-				return !isBool
-			}
+		if daemon.FlagNamed(f, name) {
+			_, isBool := f.(*cli.BoolFlag)
+			return !isBool
 		}
 	}
 	return false

@@ -6,7 +6,6 @@ import (
 	"github.com/farro-dev/farro/internal/completion"
 	"github.com/farro-dev/farro/internal/ctl"
 	"github.com/farro-dev/farro/internal/daemon"
-	"github.com/farro-dev/farro/internal/metrics"
 )
 
 // opsCommands are farroctl's operator tools: history, top, metrics, shell
@@ -65,8 +64,7 @@ a timer. Counters (runs, retries, recoveries, latencies) come from the daemons'
 				if err := noArgs(cc); err != nil {
 					return err
 				}
-				metrics.Version = daemon.Version
-				return c(cc).Metrics(ctl.MetricsOptions{Textfile: cc.String("textfile")})
+				return c(cc).Metrics(ctl.MetricsOptions{Textfile: cc.String("textfile"), Version: daemon.Version})
 			},
 		},
 		{

@@ -17,6 +17,7 @@ import (
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/internal/metrics"
+	_ "github.com/farro-dev/farro/internal/metricsd" // --metrics-addr serves internal/metrics
 	"github.com/farro-dev/farro/internal/registry"
 )
 

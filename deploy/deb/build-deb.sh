@@ -48,6 +48,9 @@ say "building ${programs[*]} $version ($arch)"
 # expects); PIE; symbol tables stripped; paths trimmed (reproducible).
 # DEB_FAST keeps the flags of a plain go build (see above).
 export CGO_ENABLED=1
+# Without urfave/cli's unused Markdown and man page writers, as make
+# builds (Makefile: GOFLAGS).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=urfave_cli_no_docs"
 # The package's binaries default to its spool, and farroctl reads the
 # units' environment file for FARRO_SPOOL (internal/daemon: DefaultSpool,
 # EnvFile): the operator's shell and the daemons agree on one place.

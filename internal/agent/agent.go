@@ -17,8 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/farro-dev/farro/internal/logx"
-	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -176,7 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
 		return err
 	}
-	metrics.SetSlots(a.cfg.Concurrency)
+	tally.SetSlots(a.cfg.Concurrency)
 	a.out.bg, a.out.stopBg = context.WithCancel(context.Background())
 	defer a.out.wg.Wait()
 	defer a.out.stopBg()
@@ -283,15 +283,15 @@ func (a *Agent) slot(ctx, runCtx context.Context) {
 			continue // taken away while it waited: nothing to run
 		}
 		a.busy.Add(1)
-		metrics.SlotBusy(1)
+		tally.SlotBusy(1)
 		a.run(runCtx, cj.c)
-		metrics.SlotBusy(-1)
+		tally.SlotBusy(-1)
 		a.busy.Add(-1)
 	}
 }
 
 func (a *Agent) claimFailed(id string, err error) {
-	metrics.ClaimFailed(claimFailure(err))
+	tally.ClaimFailed(claimFailure(err))
 	l := a.log.With().Str("job_id", id).Logger()
 	switch {
 	case errors.Is(err, fsq.ErrLocked):
@@ -510,7 +510,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	metrics.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
+	tally.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
 	l.Transition(c.Envelope().Lifecycle, job.InProgress)
 }
 

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/farro-dev/farro/internal/metrics"
+	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -18,7 +18,7 @@ func claimed(cd cand, start time.Time) {
 	if !cd.queued.IsZero() {
 		waited = now.Sub(cd.queued)
 	}
-	metrics.ClaimDone(now.Sub(start), waited)
+	tally.ClaimDone(now.Sub(start), waited)
 }
 
 // claimFailure names a failed claim for farro_claims_failed_total.
@@ -42,18 +42,18 @@ func claimFailure(err error) string {
 // the state committed, or lost when the job is still in-progress for us
 // (taken away by recovery, or a commit that failed and is left to it).
 func runFinished(c *job.Claimed, start time.Time) {
-	outcome := metrics.OutcomeLost
+	outcome := tally.OutcomeLost
 	switch c.Envelope().Lifecycle.Status {
 	case job.Succeeded:
-		outcome = metrics.OutcomeSucceeded
+		outcome = tally.OutcomeSucceeded
 	case job.Failed:
-		outcome = metrics.OutcomeFailed
+		outcome = tally.OutcomeFailed
 	case job.Killed:
-		outcome = metrics.OutcomeKilled
+		outcome = tally.OutcomeKilled
 	case job.Held:
-		outcome = metrics.OutcomeHeld
+		outcome = tally.OutcomeHeld
 	case job.Queued:
-		outcome = metrics.OutcomeReleased
+		outcome = tally.OutcomeReleased
 	}
-	metrics.RunFinished(c.Envelope().Lifecycle.Kind, outcome, time.Since(start))
+	tally.RunFinished(c.Envelope().Lifecycle.Kind, outcome, time.Since(start))
 }

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -33,7 +34,9 @@ const (
 const JobIDsCommand = "__jobids"
 
 // idArgs: an ArgsUsage naming job IDs ("ID", "ID...", "ID... | -").
-var idArgs = regexp.MustCompile(`^ID\b`)
+// Compiled on first use: a package's initialisation runs at every start
+// of every program that links it (farroctl --version included).
+var idArgs = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ID\b`) })
 
 // Hints are the words to offer for the value of a flag (by flag name, in
 // every command) and for the arguments of a command (by command path,
@@ -149,7 +152,7 @@ func argHint(hints Hints, path, argsUsage string) string {
 	if strings.Contains(argsUsage, "FILE") {
 		return Files
 	}
-	if idArgs.MatchString(argsUsage) {
+	if idArgs().MatchString(argsUsage) {
 		return JobIDs
 	}
 	return ""
@@ -166,9 +169,11 @@ func Write(w io.Writer, app *cli.App, shell string, hints Hints) error {
 	return fmt.Errorf("unknown shell %q (bash or zsh)", shell)
 }
 
-var unsafeIdent = regexp.MustCompile(`[^A-Za-z0-9_]`)
+// Compiled on first use: a package's initialisation runs at every start
+// of every program that links it (farroctl --version included).
+var unsafeIdent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_]`) })
 
-func ident(name string) string { return "_farro_" + unsafeIdent.ReplaceAllString(name, "_") }
+func ident(name string) string { return "_farro_" + unsafeIdent().ReplaceAllString(name, "_") }
 
 // words quotes a space-separated word list for a shell single-quoted string.
 func sq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -344,7 +349,7 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 	for _, n := range nodes {
 		name := fn
 		if n.path != "" {
-			name = fn + "_" + unsafeIdent.ReplaceAllString(n.path, "_")
+			name = fn + "_" + unsafeIdent().ReplaceAllString(n.path, "_")
 		}
 		p("%s() {\n", name)
 		p("\tlocal curcontext=$curcontext state line ret=1\n")
@@ -380,7 +385,7 @@ func writeZsh(w io.Writer, app *cli.App, hints Hints) error {
 			}
 			p("\t\tcase $line[1] in\n")
 			for _, s := range n.subs {
-				sub := fn + "_" + unsafeIdent.ReplaceAllString(strings.TrimSpace(n.path+" "+s.Name), "_")
+				sub := fn + "_" + unsafeIdent().ReplaceAllString(strings.TrimSpace(n.path+" "+s.Name), "_")
 				p("\t\t%s) %s && ret=0 ;;\n", strings.Join(s.Names(), "|"), sub)
 			}
 			p("\t\tesac\n\t\t;;\n\tesac\n")

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/farro-dev/farro/internal/urlnorm"
@@ -176,14 +177,16 @@ func New(name string) *Crawl {
 	}
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+// Compiled on first use: a package's initialisation runs at every start
+// of every program that links it (farroctl --version included).
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
 
 // ValidateName checks a crawl name: a letter or digit, then up to 63
 // letters, digits, '_' or '-' (a subset of the job ID alphabet, so that
 // job IDs derived from it are valid).
 func ValidateName(name string) error {
-	if !namePattern.MatchString(name) {
-		return fmt.Errorf("invalid crawl name %q: must match %s", name, namePattern)
+	if !namePattern().MatchString(name) {
+		return fmt.Errorf("invalid crawl name %q: must match %s", name, namePattern())
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/farro-dev/farro/internal/proc"
@@ -425,7 +426,11 @@ func (ck *checker) quarantineJob(e entry, cause error) func() (string, error) {
 // tempName matches the temp files of fsq.WriteFile (renameio): a dot, the
 // target's name, digits. Only farro's own file names count, so that a
 // handler's dot files in its job directory are never touched.
-var tempName = regexp.MustCompile(`^\.(job\.json|control\.json|prompt\.json|result\.json|events\.jsonl|stdout\.log|stderr\.log)-?[0-9]+$`)
+// Compiled on first use: a package's initialisation runs at every start
+// of every program that links it (farroctl --version included).
+var tempName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\.(job\.json|control\.json|prompt\.json|result\.json|events\.jsonl|stdout\.log|stderr\.log)-?[0-9]+$`)
+})
 
 // strayTemps reports the atomic-write temp files left in dir by a crash.
 func (ck *checker) strayTemps(dir string) {
@@ -434,7 +439,7 @@ func (ck *checker) strayTemps(dir string) {
 		return
 	}
 	for _, de := range des {
-		if !tempName.MatchString(de.Name()) || !de.Type().IsRegular() {
+		if !tempName().MatchString(de.Name()) || !de.Type().IsRegular() {
 			continue
 		}
 		info, err := de.Info()

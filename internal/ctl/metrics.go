@@ -3,9 +3,11 @@ package ctl
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
-	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/internal/spoolview"
+	"github.com/farro-dev/farro/internal/tally"
+	"github.com/farro-dev/farro/pkg/fsq"
 )
 
 // MetricsOptions are the metrics command's flags.
@@ -13,6 +15,8 @@ type MetricsOptions struct {
 	// Textfile is a directory (node_exporter's --collector.textfile.directory)
 	// to write farro.prom into, atomically; empty: print to stdout.
 	Textfile string
+	// Version is reported by farro_build_info.
+	Version string
 }
 
 // Metrics lists the spool once and prints its figures in the Prometheus
@@ -39,14 +43,17 @@ func (c *Ctl) Metrics(o MetricsOptions) error {
 	if err := v.Scan(); err != nil {
 		return err
 	}
-	reg := metrics.SpoolRegistry(metrics.Farroctl, v)
+	// The text is made here, not by the Prometheus client: farroctl
+	// links no Prometheus code (internal/tally).
+	text := tally.SpoolText("farroctl", o.Version, v.Snapshot())
 	if o.Textfile != "" {
-		_, err := metrics.WriteTextfile(o.Textfile, reg)
-		return err
-	}
-	text, err := metrics.Text(reg)
-	if err != nil {
-		return err
+		// Atomically and durably (a temp file beside it, a dot file
+		// node_exporter ignores, renamed over it): a scrape never reads
+		// half a file.
+		if err := fsq.WriteFile(filepath.Join(o.Textfile, tally.TextfileName), text, fsq.WithPerm(0o644)); err != nil {
+			return fmt.Errorf("textfile: %w", err)
+		}
+		return nil
 	}
 	_, err = c.Stdout.Write(text)
 	return err

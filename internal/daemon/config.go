@@ -8,12 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/farro-dev/farro/internal/logx"
-	"github.com/farro-dev/farro/internal/metrics"
+	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -124,7 +125,7 @@ func checkConfig(c *cli.Context) error {
 		return Configf("%s must not be empty", Ref(c, SpoolFlag.Name))
 	}
 	if addr := c.String(MetricsAddrFlag.Name); addr != "" {
-		if err := metrics.CheckAddr(addr, c.Bool(MetricsAllowRemoteFlag.Name)); err != nil {
+		if err := tally.CheckAddr(addr, c.Bool(MetricsAllowRemoteFlag.Name)); err != nil {
 			return &ConfigError{Err: err}
 		}
 	}
@@ -248,11 +249,17 @@ func First(errs ...error) error {
 	return nil
 }
 
+// Compiled on first use: a package's initialisation runs at every start
+// of every program that links it (farroctl --version included).
 var (
-	envParseRe  = regexp.MustCompile(`^could not parse "((?:[^"\\]|\\.)*)" as \w+ value from environment variable "([^"]+)" for flag ([\w-]+): `)
-	flagValueRe = regexp.MustCompile(`^invalid (?:boolean )?value "((?:[^"\\]|\\.)*)" for (?:flag )?-([\w-]+): `)
-	undefinedRe = regexp.MustCompile(`^flag provided but not defined: -+([^\s]+)$`)
-	needsArgRe  = regexp.MustCompile(`^flag needs an argument: -+([^\s]+)$`)
+	envParseRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^could not parse "((?:[^"\\]|\\.)*)" as \w+ value from environment variable "([^"]+)" for flag ([\w-]+): `)
+	})
+	flagValueRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^invalid (?:boolean )?value "((?:[^"\\]|\\.)*)" for (?:flag )?-([\w-]+): `)
+	})
+	undefinedRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^flag provided but not defined: -+([^\s]+)$`) })
+	needsArgRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^flag needs an argument: -+([^\s]+)$`) })
 )
 
 // usageError turns a parse error of urfave/cli (a bad value on the
@@ -261,13 +268,13 @@ var (
 // and says what kind of value is expected.
 func usageError(app *cli.App, err error) error {
 	msg := err.Error()
-	if m := envParseRe.FindStringSubmatch(msg); m != nil {
+	if m := envParseRe().FindStringSubmatch(msg); m != nil {
 		return Configf("%s=%s: %s", m[2], quoteRaw(m[1]), expected(flagNamed(app, m[3]), m[1]))
 	}
-	if m := flagValueRe.FindStringSubmatch(msg); m != nil {
+	if m := flagValueRe().FindStringSubmatch(msg); m != nil {
 		return Configf("--%s %s: %s", m[2], quoteRaw(m[1]), expected(flagNamed(app, m[2]), m[1]))
 	}
-	if m := undefinedRe.FindStringSubmatch(msg); m != nil {
+	if m := undefinedRe().FindStringSubmatch(msg); m != nil {
 		name, _, _ := strings.Cut(m[1], "=")
 		var names []string
 		for _, f := range app.Flags {
@@ -279,7 +286,7 @@ func usageError(app *cli.App, err error) error {
 		}
 		return Configf("unknown flag --%s%s", name, hint)
 	}
-	if m := needsArgRe.FindStringSubmatch(msg); m != nil {
+	if m := needsArgRe().FindStringSubmatch(msg); m != nil {
 		return Configf("--%s needs a value", m[1])
 	}
 	return Configf("%s", strings.ReplaceAll(msg, "\n", " "))

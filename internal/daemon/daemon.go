@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,9 +68,7 @@ func SpoolAnywhere(cmds []*cli.Command) {
 	for _, cmd := range cmds {
 		has := false
 		for _, f := range cmd.Flags {
-			for _, n := range f.Names() {
-				has = has || n == SpoolFlag.Name
-			}
+			has = has || FlagNamed(f, SpoolFlag.Name)
 		}
 		if !has {
 			// The command line only: FARRO_SPOOL is the app-level flag's,
@@ -80,6 +79,35 @@ func SpoolAnywhere(cmds []*cli.Command) {
 		}
 		SpoolAnywhere(cmd.Subcommands)
 	}
+}
+
+// FlagNamed reports whether one of f's names is name. For the flag types
+// farro uses it reads the names themselves: cli.Flag.Names runs a regular
+// expression over each name, and SpoolAnywhere looks at every flag of
+// every command at every farroctl start (farroctl's argument reordering
+// at every flag it is given).
+func FlagNamed(f cli.Flag, name string) bool {
+	var n string
+	var aliases []string
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		n, aliases = f.Name, f.Aliases
+	case *cli.BoolFlag:
+		n, aliases = f.Name, f.Aliases
+	case *cli.DurationFlag:
+		n, aliases = f.Name, f.Aliases
+	case *cli.IntFlag:
+		n, aliases = f.Name, f.Aliases
+	case *cli.Int64Flag:
+		n, aliases = f.Name, f.Aliases
+	case *cli.StringSliceFlag:
+		n, aliases = f.Name, f.Aliases
+	case *cli.GenericFlag:
+		n, aliases = f.Name, f.Aliases
+	default:
+		return slices.Contains(f.Names(), name)
+	}
+	return n == name || slices.Contains(aliases, name)
 }
 
 // EnvFileValue reads key from a systemd environment file of plain

@@ -10,7 +10,6 @@ import (
 
 	"github.com/farro-dev/farro/internal/completion"
 	"github.com/farro-dev/farro/internal/logx"
-	"github.com/farro-dev/farro/internal/metrics"
 )
 
 // MetricsAddrFlag is --metrics-addr: where to serve Prometheus metrics.
@@ -36,6 +35,25 @@ var MetricsRescanFlag = &cli.DurationFlag{
 
 const metricsKey = "farro-metrics-server"
 
+// MetricsServer is a daemon's running metrics endpoint.
+type MetricsServer interface {
+	Addr() string // the address listened on
+	Close() error
+}
+
+// MetricsBackend serves daemon name's metrics (version being this build's
+// Version) on addr, checked with tally.CheckAddr. This package links no
+// Prometheus code (farroctl shares it and starts without it): the
+// daemons link internal/metricsd, whose package initialisation installs
+// internal/metrics as the backend.
+type MetricsBackend func(name, version, addr string, allowRemote bool) (MetricsServer, error)
+
+var metricsBackend MetricsBackend
+
+// SetMetricsBackend installs b. Call it only from a package
+// initialisation (internal/metricsd does).
+func SetMetricsBackend(b MetricsBackend) { metricsBackend = b }
+
 // MetricsEnabled reports whether this daemon serves metrics.
 func MetricsEnabled(c *cli.Context) bool { return c.String(MetricsAddrFlag.Name) != "" }
 
@@ -48,8 +66,10 @@ func startMetrics(name string) cli.BeforeFunc {
 		if addr == "" {
 			return nil
 		}
-		metrics.Version = Version
-		srv, err := metrics.Serve(addr, c.Bool(MetricsAllowRemoteFlag.Name), metrics.Registry(name))
+		if metricsBackend == nil {
+			return Configf("%s: %s was built without metrics (internal/metricsd is not linked)", Ref(c, MetricsAddrFlag.Name), name)
+		}
+		srv, err := metricsBackend(name, Version, addr, c.Bool(MetricsAllowRemoteFlag.Name))
 		if err != nil {
 			return err
 		}
@@ -69,7 +89,7 @@ func startMetrics(name string) cli.BeforeFunc {
 
 // stopMetrics is the After hook: it closes the endpoint.
 func stopMetrics(c *cli.Context) error {
-	if srv, ok := c.App.Metadata[metricsKey].(*metrics.Server); ok {
+	if srv, ok := c.App.Metadata[metricsKey].(MetricsServer); ok {
 		delete(c.App.Metadata, metricsKey)
 		return srv.Close()
 	}

@@ -12,6 +12,20 @@ import (
 	"github.com/farro-dev/farro/internal/metrics"
 )
 
+// The daemons install internal/metrics as the backend through
+// internal/metricsd, which imports this package: these tests install the
+// same backend themselves.
+func init() {
+	SetMetricsBackend(func(name, version, addr string, allowRemote bool) (MetricsServer, error) {
+		metrics.Version = version
+		srv, err := metrics.Serve(addr, allowRemote, metrics.Registry(name))
+		if err != nil {
+			return nil, err
+		}
+		return srv, nil
+	})
+}
+
 // testApp is a daemon with a required flag, like agentd's --id.
 func testApp(out io.Writer, action cli.ActionFunc) *cli.App {
 	app := App("testd", "a test daemon", []cli.Flag{
@@ -56,7 +70,7 @@ func TestMetricsEndpointLivesWithTheAction(t *testing.T) {
 	var out bytes.Buffer
 	var addr string
 	action := func(c *cli.Context) error {
-		srv := c.App.Metadata[metricsKey].(*metrics.Server)
+		srv := c.App.Metadata[metricsKey].(MetricsServer)
 		addr = srv.Addr()
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {

@@ -77,3 +77,48 @@ func TestSpoolFor(t *testing.T) {
 		t.Errorf("packaged, no env file: %q, want %q", got, DefaultSpool)
 	}
 }
+
+// SpoolAnywhere adds --spool to every command that has no flag of that
+// name already, whatever the flag's type and whether the name is its
+// name or an alias; other flags' names do not count.
+func TestSpoolAnywhereKeepsAnOwnSpoolFlag(t *testing.T) {
+	t.Parallel()
+	own := []cli.Flag{
+		&cli.StringFlag{Name: "spool"},
+		&cli.BoolFlag{Name: "x", Aliases: []string{"spool"}},
+		&cli.DurationFlag{Name: "spool"},
+		&cli.IntFlag{Name: "spool"},
+		&cli.Int64Flag{Name: "y", Aliases: []string{"z", "spool"}},
+		&cli.StringSliceFlag{Name: "spool"},
+		&cli.GenericFlag{Name: "spool"},
+		&cli.PathFlag{Name: "spool"}, // a type read through cli.Flag.Names
+		&cli.Float64Flag{Aliases: []string{"spool"}, Name: "f"},
+	}
+	var cmds []*cli.Command
+	for _, f := range own {
+		cmds = append(cmds, &cli.Command{Name: "c", Flags: []cli.Flag{&cli.StringFlag{Name: "spools", Aliases: []string{"s"}}, f}})
+	}
+	other := &cli.Command{Name: "other", Flags: []cli.Flag{&cli.StringFlag{Name: "spools", Aliases: []string{"spoo"}}}}
+	SpoolAnywhere(append(cmds, other))
+	for i, c := range cmds {
+		if len(c.Flags) != 2 {
+			t.Errorf("command with %T %v: %d flags after SpoolAnywhere, want its own 2", own[i], own[i].Names(), len(c.Flags))
+		}
+	}
+	if len(other.Flags) != 2 || other.Flags[1].Names()[0] != SpoolFlag.Name {
+		t.Errorf("a command without --spool got %v", other.Flags)
+	}
+}
+
+// Looking at a command's flags allocates nothing (cli.Flag.Names ran a
+// regular expression per name, and SpoolAnywhere runs over every flag of
+// every farroctl command at every start).
+func TestSpoolAnywhereLooksWithoutAllocating(t *testing.T) {
+	cmds := []*cli.Command{{Name: "c", Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "json", Aliases: []string{"j"}}, &cli.DurationFlag{Name: "in"}, &cli.IntFlag{Name: "priority"},
+		&cli.Int64Flag{Name: "n"}, &cli.StringSliceFlag{Name: "s"}, &cli.GenericFlag{Name: "g"}, &cli.StringFlag{Name: "spool"},
+	}}}
+	if n := testing.AllocsPerRun(10, func() { SpoolAnywhere(cmds) }); n != 0 {
+		t.Errorf("SpoolAnywhere over one command of 7 flags: %v allocations, want 0", n)
+	}
+}

@@ -2,7 +2,7 @@ package fetch
 
 import (
 	"github.com/farro-dev/farro/internal/crawl"
-	"github.com/farro-dev/farro/internal/metrics"
+	"github.com/farro-dev/farro/internal/tally"
 )
 
 // count records one crawl.fetch attempt of crawl art.Crawl (opened, so an
@@ -13,10 +13,10 @@ import (
 func count(art *crawl.Artifact) {
 	switch {
 	case art.Outcome == crawl.OutcomeFetched:
-		metrics.CrawlFetched(art.Crawl, art.HTTPStatus, art.BodyBytes)
+		tally.CrawlFetched(art.Crawl, art.HTTPStatus, art.BodyBytes)
 	case art.Outcome == crawl.OutcomeNetworkError:
-		metrics.CrawlFetched(art.Crawl, 0, 0)
+		tally.CrawlFetched(art.Crawl, 0, 0)
 	case art.Outcome == crawl.OutcomeRefused && art.ErrorCode == crawl.ErrCodeRobots:
-		metrics.CrawlRobotsDenied(art.Crawl)
+		tally.CrawlRobotsDenied(art.Crawl)
 	}
 }

@@ -1,23 +1,16 @@
 package metrics
 
+import "github.com/farro-dev/farro/internal/tally"
+
 // Kinds lists the job kinds that get a label value of their own in the
-// metrics that carry a kind: the kinds farro's agents have handlers for.
-// Every other kind is counted under KindOther, so that a job naming any
-// kind it likes (job.json is anyone's input) cannot add series.
-var Kinds = []string{"exec", "noop", "crawl.fetch", "crawl.robots", "source.check"}
+// metrics that carry a kind (tally.Kinds).
+var Kinds = tally.Kinds
 
 // KindOther is the kind label value of every kind not in Kinds.
-const KindOther = "other"
+const KindOther = tally.KindOther
 
 // KindLabel is the kind label value for a job of kind k.
-func KindLabel(k string) string {
-	for _, known := range Kinds {
-		if k == known {
-			return k
-		}
-	}
-	return KindOther
-}
+func KindLabel(k string) string { return tally.KindLabel(k) }
 
 // kindLabels is Kinds and KindOther: every kind label value.
-func kindLabels() []string { return append(append([]string(nil), Kinds...), KindOther) }
+func kindLabels() []string { return tally.KindLabels() }

@@ -1,9 +1,13 @@
 // Package metrics is farro's Prometheus instrumentation: the metrics each
 // daemon exports, the functions the transaction sites call to count and
 // time what they do, the collector of the spool's figures (from an
-// internal/spoolview View, so a scrape never lists a directory), the
-// opt-in loopback HTTP endpoint, and the text format written for
-// node_exporter's textfile collector.
+// internal/spoolview View, so a scrape never lists a directory) and the
+// opt-in loopback HTTP endpoint. farroctl does not link this package (the
+// Prometheus client's initialisation would run at its every start): the
+// counting functions agentd's code calls are internal/tally's, which
+// forwards them here once this package is linked, and `farroctl metrics`
+// renders the spool's gauges with tally.SpoolText, the same bytes as this
+// package's collector through the Prometheus client.
 //
 // Which process exports what (so that sum() over all targets never counts
 // twice):
@@ -15,7 +19,8 @@
 //	              retries, jobs out of attempts, promotions, crawl domains,
 //	              jobs removed by retention, submissions (from the event stream)
 //	watchdogd     recoveries by kind, failed recoveries
-//	farroctl      `farroctl metrics`: the spool's figures (managerd's gauges)
+//	farroctl      `farroctl metrics`: the spool's figures (managerd's gauges,
+//	              rendered by internal/tally)
 //
 // The counting functions are cheap and safe to call whether or not an
 // endpoint is served.
@@ -29,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -47,12 +53,12 @@ const (
 // the state the agent committed, released (drained back to queued), or lost
 // (taken away by watchdogd while running; not committed by the agent).
 const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	OutcomeKilled    = "killed"
-	OutcomeHeld      = "held"
-	OutcomeReleased  = "released"
-	OutcomeLost      = "lost"
+	OutcomeSucceeded = tally.OutcomeSucceeded
+	OutcomeFailed    = tally.OutcomeFailed
+	OutcomeKilled    = tally.OutcomeKilled
+	OutcomeHeld      = tally.OutcomeHeld
+	OutcomeReleased  = tally.OutcomeReleased
+	OutcomeLost      = tally.OutcomeLost
 )
 
 // Outcomes lists every outcome label value.
@@ -171,7 +177,23 @@ func init() {
 	for _, k := range RecoveryKinds {
 		recoveries.WithLabelValues(k)
 	}
+	tally.SetSink(sink{})
 }
+
+// sink is the tally.Sink of a program that links this package: the
+// counts of internal/agent and internal/fetch land in these metrics.
+type sink struct{}
+
+func (sink) ClaimDone(latency, waited time.Duration)           { ClaimDone(latency, waited) }
+func (sink) ClaimFailed(reason string)                         { ClaimFailed(reason) }
+func (sink) CommitDone(kind string, latency time.Duration)     { CommitDone(kind, latency) }
+func (sink) RunFinished(kind, outcome string, d time.Duration) { RunFinished(kind, outcome, d) }
+func (sink) SetSlots(n int)                                    { SetSlots(n) }
+func (sink) SlotBusy(delta int)                                { SlotBusy(delta) }
+func (sink) CrawlFetched(crawl string, status int, bytes int64) {
+	CrawlFetched(crawl, status, bytes)
+}
+func (sink) CrawlRobotsDenied(crawl string) { CrawlRobotsDenied(crawl) }
 
 // ClaimDone records a successful claim: its latency, and how long the job
 // had been waiting in incoming/ (zero or negative waits are not recorded).
@@ -250,8 +272,7 @@ var Version = "dev"
 
 func buildInfo(daemon string) prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "build_info",
-		Help:        "Always 1; the labels say which farro build and which program this is.",
+		Name: tally.BuildInfoName, Help: tally.BuildInfoHelp,
 		ConstLabels: prometheus.Labels{"version": Version, "goversion": runtime.Version(), "program": daemon},
 	})
 	g.Set(1)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/farro-dev/farro/internal/spoolview"
+	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -239,8 +241,10 @@ func TestRecoveryKinds(t *testing.T) {
 	}
 }
 
-// TestTextfile writes the spool's figures for node_exporter and reads them
-// back with the Prometheus text parser.
+// TestTextfile renders the spool's figures as farroctl metrics writes them
+// for node_exporter (tally.SpoolText, without the Prometheus client), checks
+// them byte for byte against the Prometheus client's rendering of managerd's
+// collector, and reads them back with the Prometheus text parser.
 func TestTextfile(t *testing.T) {
 	s, err := job.Open(filepath.Join(t.TempDir(), "spool"))
 	if err != nil {
@@ -269,33 +273,25 @@ func TestTextfile(t *testing.T) {
 	}
 	v := spoolview.New(s, spoolview.Config{})
 	reg := SpoolRegistry(Farroctl, v)
-	// Not listed yet: no spool figures rather than wrong zeros.
-	text, err := Text(reg)
-	if err != nil {
-		t.Fatal(err)
+	sameText := func() []byte {
+		t.Helper()
+		want, err := Text(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tally.SpoolText(Farroctl, Version, v.Snapshot()); !bytes.Equal(got, want) {
+			t.Fatalf("tally.SpoolText differs from the Prometheus client's text:\n%s\nwant:\n%s", got, want)
+		}
+		return want
 	}
-	if strings.Contains(string(text), "farro_jobs{") {
-		t.Fatalf("figures before the first listing:\n%s", text)
+	// Not listed yet: no spool figures rather than wrong zeros.
+	if text := sameText(); strings.Contains(string(text), "farro_jobs{") || !strings.Contains(string(text), `program="farroctl",version="`+Version+`"`) {
+		t.Fatalf("before the first listing:\n%s", text)
 	}
 	if err := v.Scan(); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	path, err := WriteTextfile(dir, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if path != filepath.Join(dir, "farro.prom") {
-		t.Errorf("wrote %s", path)
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("textfile dir holds %d entries, want only farro.prom (no temp file left)", len(ents))
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := sameText()
 	mfs := parse(t, string(data))
 	want := map[job.State]float64{job.Queued: 4, job.Held: 1}
 	for _, st := range job.States {

@@ -8,28 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/farro-dev/farro/internal/spoolview"
+	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 var (
-	jobsDesc = prometheus.NewDesc(Namespace+"_jobs",
-		"Jobs in the spool, by state (the directory they are in); every state is present, zeros included.",
-		[]string{"state"}, nil)
-	byKindDesc = prometheus.NewDesc(Namespace+"_jobs_by_kind",
-		"Queued jobs (state=\"queued\", incoming/) by job kind; a kind farro does not know is counted as other. Every kind is present, zeros included.",
-		[]string{"state", "kind"}, nil)
-	oldestDesc = prometheus.NewDesc(Namespace+"_oldest_queued_job_timestamp_seconds",
-		"created_at of the oldest job in incoming/ (Unix time); 0 when nothing is queued.",
-		nil, nil)
-	locksDesc = prometheus.NewDesc(Namespace+"_claim_locks",
-		"Claim locks in incoming/ (jobs being claimed, run, or moved right now).",
-		nil, nil)
-	corruptDesc = prometheus.NewDesc(Namespace+"_corrupt_entries",
-		"Quarantined entries in corrupt/ (never deleted by farro; see farroctl fsck).",
-		nil, nil)
-	rescanDesc = prometheus.NewDesc(Namespace+"_spool_last_rescan_timestamp_seconds",
-		"When the spool was last listed in full (Unix time); between listings the figures follow fsnotify events.",
-		nil, nil)
+	jobsDesc    = prometheus.NewDesc(tally.JobsName, tally.JobsHelp, []string{"state"}, nil)
+	byKindDesc  = prometheus.NewDesc(tally.ByKindName, tally.ByKindHelp, []string{"state", "kind"}, nil)
+	oldestDesc  = prometheus.NewDesc(tally.OldestName, tally.OldestHelp, nil, nil)
+	locksDesc   = prometheus.NewDesc(tally.LocksName, tally.LocksHelp, nil, nil)
+	corruptDesc = prometheus.NewDesc(tally.CorruptName, tally.CorruptHelp, nil, nil)
+	rescanDesc  = prometheus.NewDesc(tally.RescanName, tally.RescanHelp, nil, nil)
 )
 
 // spoolCollector turns a spoolview snapshot into metrics. A scrape costs
@@ -81,8 +70,9 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // SpoolRegistry is a registry holding only build info (for program) and
-// v's figures: what `farroctl metrics` writes. It has no Go or process
-// metrics, which node_exporter exports itself.
+// v's figures: what `farroctl metrics` writes (farroctl renders it with
+// tally.SpoolText, tested against this registry byte for byte). It has
+// no Go or process metrics, which node_exporter exports itself.
 func SpoolRegistry(program string, v *spoolview.View) *prometheus.Registry {
 	c := &spoolCollector{}
 	c.view.Store(v)

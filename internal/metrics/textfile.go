@@ -2,19 +2,14 @@ package metrics
 
 import (
 	"bytes"
-	"fmt"
-	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
-
-	"github.com/farro-dev/farro/pkg/fsq"
 )
 
-// TextfileName is the file `farroctl metrics --textfile DIR` writes.
-const TextfileName = "farro.prom"
-
-// Text renders everything g gathers in the Prometheus text format.
+// Text renders everything g gathers in the Prometheus text format with
+// the Prometheus client's encoder (the reference tally.Text is tested
+// against).
 func Text(g prometheus.Gatherer) ([]byte, error) {
 	mfs, err := g.Gather()
 	if err != nil {
@@ -28,20 +23,4 @@ func Text(g prometheus.Gatherer) ([]byte, error) {
 		}
 	}
 	return buf.Bytes(), nil
-}
-
-// WriteTextfile writes g to dir/farro.prom for node_exporter's textfile
-// collector, atomically and durably (fsq.WriteFile: a temp file beside it,
-// a dot file node_exporter ignores, renamed over it): a scrape never reads
-// half a file. It returns the path written.
-func WriteTextfile(dir string, g prometheus.Gatherer) (string, error) {
-	data, err := Text(g)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, TextfileName)
-	if err := fsq.WriteFile(path, data, fsq.WithPerm(0o644)); err != nil {
-		return "", fmt.Errorf("textfile: %w", err)
-	}
-	return path, nil
 }

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
@@ -114,14 +115,16 @@ type Source struct {
 	Version             int64      `json:"version"`
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,59}$`)
+// Compiled on first use: a package's initialisation runs at every start
+// of every program that links it (farroctl --version included).
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,59}$`) })
 
 // ValidateName checks a source name: a letter or digit, then up to 59
 // letters, digits, '_' or '-' (no '/', no '.', so no "..", no hidden
 // names; short enough that its crawl's name, src-<name>, is valid).
 func ValidateName(name string) error {
-	if !namePattern.MatchString(name) {
-		return fmt.Errorf("invalid source name %q: must match %s", name, namePattern)
+	if !namePattern().MatchString(name) {
+		return fmt.Errorf("invalid source name %q: must match %s", name, namePattern())
 	}
 	return nil
 }
@@ -451,7 +454,7 @@ func List(sp *job.Spool) ([]*Source, []Problem, error) {
 		p := filepath.Join(dir, n)
 		name, ok := strings.CutSuffix(n, ".json")
 		if !ok || ValidateName(name) != nil {
-			probs = append(probs, Problem{File: p, Error: "not a source file (sources/<name>.json, name " + namePattern.String() + ")"})
+			probs = append(probs, Problem{File: p, Error: "not a source file (sources/<name>.json, name " + namePattern().String() + ")"})
 			continue
 		}
 		s, err := Load(sp, name)
