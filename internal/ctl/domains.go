@@ -86,6 +86,7 @@ func (c *Ctl) Domains(o DomainsOptions) error {
 	}); err != nil {
 		return err
 	}
+	setCrawlStates(s, rows) // domains_next.go
 	if o.JSON {
 		enc := json.NewEncoder(c.Stdout)
 		for _, r := range rows {

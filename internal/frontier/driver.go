@@ -397,6 +397,11 @@ func (d *driver) lifecycle(now time.Time) bool {
 	} else if n := d.pendingTotal(); n > 0 {
 		reason = fmt.Sprintf("nothing left to fetch; %d URLs wait in domains given up or over their budget", n)
 	}
+	d.settleBudget(now) // budget.go
+	if err := d.persist(); err != nil {
+		d.log.Error().Err(err).Msg("cannot persist frontier state; retrying")
+		return true
+	}
 	if d.setDone(reason) {
 		d.log.Info().Int64("released", d.totalReleased()).Str("reason", reason).Msg("crawl done")
 		return false
