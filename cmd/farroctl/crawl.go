@@ -144,14 +144,15 @@ a per-run budget reached pauses the crawl.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "crawl", Usage: "only crawl `NAME`"},
 			&cli.StringSliceFlag{Name: "status", Usage: "only domains in status `S`: pending, active, exhausted, blocked, unreachable"},
-			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by the domains' priority score (yield, pages left, errors, staleness), computed now (docs/PIPELINE.md)"},
+			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by the domains' priority score (yield, pages left, errors, staleness), computed now (docs/PIPELINE.md); \"yield\": the top domains, by yield rate (pages with new content per page fetched)"},
+			&cli.IntFlag{Name: "limit", Usage: "print at most `N` domains (0: all)"},
 			jsonFlag,
 		},
 		Action: func(cc *cli.Context) error {
 			if cc.Args().Present() {
 				return ctl.Usagef("domains takes no arguments (use --crawl)")
 			}
-			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by")})
+			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by"), Limit: cc.Int("limit")})
 		},
 	}
 	domain := &cli.Command{

@@ -16,7 +16,8 @@ type DomainsOptions struct {
 	Crawl  string // "" : every crawl
 	Status []string
 	JSON   bool
-	By     string // "": by crawl and name; "priority": seed 004's score (priority.go)
+	By     string // "": by crawl and name; "priority": seed 004's score (priority.go); "yield": top domains (domains_list.go)
+	Limit  int    // at most this many rows (0: all)
 }
 
 // domainsScope parses --status and --crawl: the statuses wanted (empty:
@@ -73,6 +74,9 @@ func eachDomain(s *job.Spool, names []string, want map[crawl.DomainStatus]bool, 
 
 // Domains prints seed 004's domain-status table (or JSON Lines).
 func (c *Ctl) Domains(o DomainsOptions) error {
+	if o.Limit < 0 {
+		return Usagef("domains --limit %d: must not be negative", o.Limit)
+	}
 	if o.By != "" {
 		return c.domainsBy(o)
 	}
@@ -86,6 +90,7 @@ func (c *Ctl) Domains(o DomainsOptions) error {
 	}); err != nil {
 		return err
 	}
+	rows = rows[:limitOf(len(rows), o.Limit)]
 	setCrawlStates(s, rows) // domains_next.go
 	if o.JSON {
 		enc := json.NewEncoder(c.Stdout)
