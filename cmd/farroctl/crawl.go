@@ -169,14 +169,18 @@ a per-run budget reached pauses the crawl.`,
 				},
 			},
 			{
-				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared)",
+				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared) and re-crawl it: every page it knows is fetched again",
 				ArgsUsage: "NAME DOMAIN", OnUsageError: usageErr,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "reason", Usage: "why (`TEXT`, one line): kept in the domain's reason and the audit line"},
+					&cli.BoolFlag{Name: "no-recrawl", Usage: "only clear the status: pages already fetched are not fetched again"},
+				},
 				Action: func(cc *cli.Context) error {
 					a, err := nameArg(cc, 2)
 					if err != nil {
 						return err
 					}
-					return c(cc).DomainReset(a[0], a[1])
+					return c(cc).DomainResetWith(ctl.DomainResetOptions{Crawl: a[0], Domain: a[1], Reason: cc.String("reason"), NoRecrawl: cc.Bool("no-recrawl")})
 				},
 			},
 		},
