@@ -108,9 +108,9 @@ a per-run budget reached pauses the crawl.`,
 	}
 	crawlCmd := &cli.Command{
 		Name:         "crawl",
-		Usage:        "crawls: start, ls, status, pause, resume, cancel, export, retry",
+		Usage:        "crawls: start, ls, status, pause, resume, cancel, export, retry, add-seeds, set",
 		OnUsageError: usageErr,
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			start,
 			{
 				Name: "ls", Usage: "list the crawls", OnUsageError: usageErr, Flags: []cli.Flag{jsonFlag},
@@ -137,7 +137,7 @@ a per-run budget reached pauses the crawl.`,
 			simple("cancel", "stop the crawl for good: nothing more is released, queued jobs are killed, running ones stopped", (*ctl.Ctl).CrawlCancel),
 			crawlExportCommand(c, usageErr, nameArg), // crawl_warc.go
 			crawlRetryCommand(c, usageErr),
-		},
+		}, crawlGrowCommands(c, usageErr)...), // crawl_set.go
 	}
 	domains := &cli.Command{
 		Name: "domains", Usage: "the domain-status table of a crawl (or of every crawl)", OnUsageError: usageErr,

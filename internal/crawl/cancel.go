@@ -68,6 +68,8 @@ type Request struct {
 	// Reason (reset, recrawl): the operator's words, kept in the
 	// domain's reason detail.
 	Reason string `json:"reason,omitempty"`
+	// Seeds (add_seeds): seeds added to crawl.json, to queue.
+	Seeds []Seed `json:"seeds,omitempty"`
 }
 
 // Request ops.
@@ -77,6 +79,8 @@ const (
 	// OpRecrawl: a new round of the domain in which every URL it knows is
 	// fetched again (farroctl domain reset).
 	OpRecrawl = "recrawl"
+	// OpAddSeeds: queue seeds added to a crawl (farroctl crawl add-seeds).
+	OpAddSeeds = "add_seeds"
 )
 
 // PutRequest writes an operator request for the frontier.

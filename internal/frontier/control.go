@@ -84,6 +84,10 @@ func (d *driver) applyRequests(now time.Time) {
 			}
 		case crawl.OpRetry:
 			d.retryRequest(&r, now) // retry.go
+		case crawl.OpAddSeeds:
+			if d.addSeedsRequest(&r, now) { // seeds.go
+				continue
+			}
 		case crawl.OpRecrawl:
 			if d.recrawlRequest(&r, now) { // recrawl.go
 				continue
