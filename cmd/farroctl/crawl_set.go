@@ -31,12 +31,14 @@ func crawlGrowCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorF
 		Name:      "set",
 		Usage:     "change a crawl's budgets (and raise its max depth); a crawl done on its budget runs again",
 		ArgsUsage: "NAME", OnUsageError: usageErr,
+		Description: `Only the flags given change (their defaults below are not applied); budgets count URL jobs
+released, 0 means unlimited. A done crawl whose budgets changed starts a new run; a paused one stays paused.`,
 		Flags: []cli.Flag{
-			&cli.Int64Flag{Name: "max-pages", Usage: "URL jobs released in total (0: unlimited)", DefaultText: "unchanged"},
-			&cli.Int64Flag{Name: "max-pages-per-domain", Usage: "URL jobs released per domain (0: unlimited)", DefaultText: "unchanged"},
-			&cli.Int64Flag{Name: "max-pages-per-run", Usage: "URL jobs released per run (0: unlimited)", DefaultText: "unchanged"},
-			&cli.Int64Flag{Name: "max-pages-per-domain-per-run", Usage: "URL jobs released per domain per run (0: unlimited)", DefaultText: "unchanged"},
-			&cli.IntFlag{Name: "max-depth", Usage: "links followed from a seed: only raised; applies to links found from now on", DefaultText: "unchanged"},
+			&cli.Int64Flag{Name: "max-pages", Usage: "URL jobs released in total (0: unlimited)"},
+			&cli.Int64Flag{Name: "max-pages-per-domain", Usage: "URL jobs released per domain (0: unlimited)"},
+			&cli.Int64Flag{Name: "max-pages-per-run", Usage: "URL jobs released per run (0: unlimited)"},
+			&cli.Int64Flag{Name: "max-pages-per-domain-per-run", Usage: "URL jobs released per domain per run (0: unlimited)"},
+			&cli.IntFlag{Name: "max-depth", Usage: "links followed from a seed: only raised; applies to links found from now on"},
 		},
 		Action: func(cc *cli.Context) error {
 			args, err := absorbFlags(cc)
