@@ -302,7 +302,11 @@ type Frontier struct {
 	Invalid    int64     `json:"invalid"`    // links that do not normalize (other schemes, bad syntax)
 	Duplicates int64     `json:"duplicates"` // links already seen
 	Filtered   int64     `json:"filtered"`   // links dropped by a URL filter
-	UpdatedAt  time.Time `json:"updated_at"`
+	// PendingURLs is the crawl's URLs queued and not released yet, summed
+	// over its domains by the frontier (at most a second or two old while
+	// a frontier drives the crawl; its last count once none does).
+	PendingURLs int64     `json:"pending_urls"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // LoadFrontier reads frontier.json (zero value if missing).

@@ -40,6 +40,9 @@ type CrawlSummary struct {
 	Refused      int64 `json:"refused"`       // the fetcher refused (private address, ...)
 	Pending      int64 `json:"pending"`       // queued, not released yet
 	InFlight     int   `json:"in_flight"`     // released, not finished (robots.txt jobs included)
+	// PendingURLs is Pending as the frontier keeps it in frontier.json
+	// (crawl_pending.go): one small read, at most a second or two old.
+	PendingURLs int64 `json:"pending_urls"`
 
 	// Dropped links, as the frontier counted them.
 	OutOfScope int64 `json:"out_of_scope"`
@@ -158,6 +161,7 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 	if fr, err := st.LoadFrontier(); err == nil {
 		sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid = fr.OutOfScope, fr.TooDeep, fr.Duplicates, fr.Invalid
 		sum.Filtered = fr.Filtered
+		sum.PendingURLs = fr.PendingURLs
 	}
 	rate, window := crawlRate(st, cr, now)
 	sum.RatePerSecond, sum.RateWindowS = rate, window.Seconds()

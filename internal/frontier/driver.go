@@ -107,6 +107,7 @@ func (d *driver) close() {
 		return
 	}
 	d.closed = true
+	d.notePending()         // pending.go
 	d.frSaved = time.Time{} // write frontier.json now if it changed
 	_ = d.persist()
 	d.lock.Unlock()
