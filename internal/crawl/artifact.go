@@ -295,18 +295,19 @@ func (st *Store) PutBody(sha string, body []byte) error {
 
 // Frontier is frontier.json: the frontier's own progress in a crawl.
 type Frontier struct {
-	Seeded     bool  `json:"seeded"`       // the seeds of crawl.json are queued
-	OutOfScope int64 `json:"out_of_scope"` // links dropped: out of scope
-	TooDeep    int64 `json:"too_deep"`     // links dropped: beyond max_depth
-	TooManyHop int64 `json:"too_many_redirects"`
-	Invalid    int64 `json:"invalid"`    // links that do not normalize (other schemes, bad syntax)
-	Duplicates int64 `json:"duplicates"` // links already seen
-	Filtered   int64 `json:"filtered"`   // links dropped by a URL filter
+	Seeded     bool      `json:"seeded"`       // the seeds of crawl.json are queued
+	OutOfScope int64     `json:"out_of_scope"` // links dropped: out of scope
+	TooDeep    int64     `json:"too_deep"`     // links dropped: beyond max_depth
+	TooManyHop int64     `json:"too_many_redirects"`
+	Invalid    int64     `json:"invalid"`    // links that do not normalize (other schemes, bad syntax)
+	Duplicates int64     `json:"duplicates"` // links already seen
+	Filtered   int64     `json:"filtered"`   // links dropped by a URL filter
+	UpdatedAt  time.Time `json:"updated_at"`
+
 	// PendingURLs is the crawl's URLs queued and not released yet, summed
 	// over its domains by the frontier (at most a second or two old while
 	// a frontier drives the crawl; its last count once none does).
-	PendingURLs int64     `json:"pending_urls"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	PendingURLs int64 `json:"pending_urls"`
 }
 
 // LoadFrontier reads frontier.json (zero value if missing).
