@@ -70,7 +70,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.IntFlag{Name: "max-attempts", Usage: "failed attempts (network failures, 5xx) that end a URL while its domain answers (0: 3)"},
 			&cli.IntFlag{Name: "max-redirects", Value: def.MaxRedirects, Usage: "redirect hops followed from a discovered URL"},
 			&cli.IntFlag{Name: "block-threshold", Value: def.BlockThreshold, Usage: "consecutive 403/429/5xx that block a domain"},
-			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a blocked domain rests"},
+			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a domain blocked otherwise (5xx answers, robots.txt unavailable) rests"},
 			&cli.IntFlag{Name: "unreachable-threshold", Value: def.UnreachableThreshold, Usage: "consecutive network failures that make a domain unreachable"},
 			&cli.DurationFlag{Name: "unreachable-cooldown", Value: def.UnreachableCooldown.D(), Usage: "how long an unreachable domain rests"},
 			&cli.DurationFlag{Name: "retry-backoff", Value: crawl.DefaultRetryBackoff, Usage: "first wait before a domain's next request after a network failure or 5xx (doubling, jittered)"},
@@ -80,7 +80,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.BoolFlag{Name: "strip-www", Usage: "normalization: fold leading www. of hosts"},
 			&cli.BoolFlag{Name: "lowercase-path", Usage: "normalization: lowercase paths"},
 			&cli.BoolFlag{Name: "drop-empty-query", Usage: "normalization: drop an empty '?'"},
-		}, crawlFilterFlags()...), // crawl_filter.go
+		}, append(crawlFilterFlags(), crawlCooldownFlags()...)...), // crawl_filter.go, crawl_cooldown.go
 		Action: func(cc *cli.Context) error {
 			a, err := nameArg(cc, 1)
 			if err != nil {
@@ -102,7 +102,8 @@ a per-run budget reached pauses the crawl.`,
 			cr.RetryBackoff, cr.RetryBackoffMax = crawl.Duration(cc.Duration("retry-backoff")), crawl.Duration(cc.Duration("retry-backoff-max"))
 			cr.MaxDomainRetries = cc.Int("max-domain-retries")
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
-			applyCrawlFilterFlags(cc, cr) // crawl_filter.go
+			applyCrawlFilterFlags(cc, cr)   // crawl_filter.go
+			applyCrawlCooldownFlags(cc, cr) // crawl_cooldown.go
 			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve")})
 		},
 	}
