@@ -67,7 +67,18 @@ func TestDomainResetRecrawls(t *testing.T) {
 		}
 	}
 
-	// Done crawl, no frontier: reset at once, recrawl on resume.
+	// Done crawl, no frontier (once the driver has let go of it): reset
+	// at once, recrawl on resume.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l, err := crawl.TryFlock(st.Path(crawl.FrontierLock))
+		if err == nil {
+			l.Unlock()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the done crawl's frontier lock is still held")
+		}
+	}
 	if err := cl.DomainResetWith(ctl.DomainResetOptions{Crawl: "rc", Domain: dn, Reason: "site redesigned"}); err != nil {
 		t.Fatal(err)
 	}
