@@ -29,8 +29,15 @@ func (d *driver) recrawlRequest(r *crawl.Request, now time.Time) (keep bool) {
 	if len(dd.InFlight) > 0 {
 		return true
 	}
+	// The round starts no earlier than the request, so that the check
+	// above finds it applied if the frontier dies before the request
+	// file is removed (the step's time may precede the request's).
+	at := now
+	if at.Before(r.RequestedAt) {
+		at = r.RequestedAt
+	}
 	before := dd.Round
-	d.startRefresh([]*dom{dm}, now)
+	d.startRefresh([]*dom{dm}, at)
 	if dd.Round == before {
 		return true // outcomes.jsonl could not be read: try again
 	}
