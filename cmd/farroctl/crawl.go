@@ -70,7 +70,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.IntFlag{Name: "max-attempts", Usage: "failed attempts (network failures, 5xx) that end a URL while its domain answers (0: 3)"},
 			&cli.IntFlag{Name: "max-redirects", Value: def.MaxRedirects, Usage: "redirect hops followed from a discovered URL"},
 			&cli.IntFlag{Name: "block-threshold", Value: def.BlockThreshold, Usage: "consecutive 403/429/5xx that block a domain"},
-			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a blocked domain rests"},
+			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a domain blocked otherwise (5xx answers, robots.txt unavailable) rests"},
 			&cli.IntFlag{Name: "unreachable-threshold", Value: def.UnreachableThreshold, Usage: "consecutive network failures that make a domain unreachable"},
 			&cli.DurationFlag{Name: "unreachable-cooldown", Value: def.UnreachableCooldown.D(), Usage: "how long an unreachable domain rests"},
 			&cli.DurationFlag{Name: "retry-backoff", Value: crawl.DefaultRetryBackoff, Usage: "first wait before a domain's next request after a network failure or 5xx (doubling, jittered)"},
@@ -80,7 +80,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.BoolFlag{Name: "strip-www", Usage: "normalization: fold leading www. of hosts"},
 			&cli.BoolFlag{Name: "lowercase-path", Usage: "normalization: lowercase paths"},
 			&cli.BoolFlag{Name: "drop-empty-query", Usage: "normalization: drop an empty '?'"},
-		}, crawlFilterFlags()...), // crawl_filter.go
+		}, append(crawlFilterFlags(), crawlCooldownFlags()...)...), // crawl_filter.go, crawl_cooldown.go
 		Action: func(cc *cli.Context) error {
 			a, err := nameArg(cc, 1)
 			if err != nil {
@@ -102,15 +102,16 @@ a per-run budget reached pauses the crawl.`,
 			cr.RetryBackoff, cr.RetryBackoffMax = crawl.Duration(cc.Duration("retry-backoff")), crawl.Duration(cc.Duration("retry-backoff-max"))
 			cr.MaxDomainRetries = cc.Int("max-domain-retries")
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
-			applyCrawlFilterFlags(cc, cr) // crawl_filter.go
+			applyCrawlFilterFlags(cc, cr)   // crawl_filter.go
+			applyCrawlCooldownFlags(cc, cr) // crawl_cooldown.go
 			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve")})
 		},
 	}
 	crawlCmd := &cli.Command{
 		Name:         "crawl",
-		Usage:        "crawls: start, ls, status, pause, resume, cancel, export, retry",
+		Usage:        "crawls: start, ls, status, pause, resume, cancel, export, retry, add-seeds, set",
 		OnUsageError: usageErr,
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			start,
 			{
 				Name: "ls", Usage: "list the crawls", OnUsageError: usageErr, Flags: []cli.Flag{jsonFlag},
@@ -138,21 +139,22 @@ a per-run budget reached pauses the crawl.`,
 			crawlExportCommand(c, usageErr, nameArg), // crawl_warc.go
 			crawlRetryCommand(c, usageErr),
 			crawlFsckCommand(c, usageErr), // crawl_fsck.go
-		},
+		}, crawlGrowCommands(c, usageErr)...), // crawl_set.go
 	}
 	domains := &cli.Command{
 		Name: "domains", Usage: "the domain-status table of a crawl (or of every crawl)", OnUsageError: usageErr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "crawl", Usage: "only crawl `NAME`"},
 			&cli.StringSliceFlag{Name: "status", Usage: "only domains in status `S`: pending, active, exhausted, blocked, unreachable"},
-			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by the domains' priority score (yield, pages left, errors, staleness), computed now (docs/PIPELINE.md)"},
+			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by the domains' priority score (yield, pages left, errors, staleness), computed now (docs/PIPELINE.md); \"yield\": the top domains, by yield rate (pages with new content per page fetched)"},
+			&cli.IntFlag{Name: "limit", Usage: "print at most `N` domains (0: all)"},
 			jsonFlag,
 		},
 		Action: func(cc *cli.Context) error {
 			if cc.Args().Present() {
 				return ctl.Usagef("domains takes no arguments (use --crawl)")
 			}
-			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by")})
+			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by"), Limit: cc.Int("limit")})
 		},
 	}
 	domain := &cli.Command{
@@ -169,14 +171,18 @@ a per-run budget reached pauses the crawl.`,
 				},
 			},
 			{
-				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared)",
+				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared) and re-crawl it: every page it knows is fetched again",
 				ArgsUsage: "NAME DOMAIN", OnUsageError: usageErr,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "reason", Usage: "why (`TEXT`, one line): kept in the domain's reason and the audit line"},
+					&cli.BoolFlag{Name: "no-recrawl", Usage: "only clear the status: pages already fetched are not fetched again"},
+				},
 				Action: func(cc *cli.Context) error {
 					a, err := nameArg(cc, 2)
 					if err != nil {
 						return err
 					}
-					return c(cc).DomainReset(a[0], a[1])
+					return c(cc).DomainResetWith(ctl.DomainResetOptions{Crawl: a[0], Domain: a[1], Reason: cc.String("reason"), NoRecrawl: cc.Bool("no-recrawl")})
 				},
 			},
 		},

@@ -111,6 +111,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		if c.Bool("frontier") {
 			fr := frontier.New(frontier.Config{Spool: spool, Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify})
 			metrics.SetCrawlDomains(fr.DomainCounts)
+			metrics.SetCrawlPending(fr.PendingURLs)
 			fdone = make(chan error, 1)
 			go func() { fdone <- fr.Run(ctx) }()
 			defer func() {

@@ -312,6 +312,11 @@ type Frontier struct {
 	Duplicates int64     `json:"duplicates"` // links already seen
 	Filtered   int64     `json:"filtered"`   // links dropped by a URL filter
 	UpdatedAt  time.Time `json:"updated_at"`
+
+	// PendingURLs is the crawl's URLs queued and not released yet, summed
+	// over its domains by the frontier (at most a second or two old while
+	// a frontier drives the crawl; its last count once none does).
+	PendingURLs int64 `json:"pending_urls"`
 }
 
 // LoadFrontier reads frontier.json (zero value if missing).

@@ -65,12 +65,22 @@ type Request struct {
 	Before *time.Time `json:"before,omitempty"`
 	// States (retry): the last outcomes whose URLs are queued again.
 	States []string `json:"states,omitempty"`
+	// Reason (reset, recrawl): the operator's words, kept in the
+	// domain's reason detail.
+	Reason string `json:"reason,omitempty"`
+	// Seeds (add_seeds): seeds added to crawl.json, to queue.
+	Seeds []Seed `json:"seeds,omitempty"`
 }
 
 // Request ops.
 const (
 	OpReset   = "reset"
 	OpRefresh = "refresh"
+	// OpRecrawl: a new round of the domain in which every URL it knows is
+	// fetched again (farroctl domain reset).
+	OpRecrawl = "recrawl"
+	// OpAddSeeds: queue seeds added to a crawl (farroctl crawl add-seeds).
+	OpAddSeeds = "add_seeds"
 )
 
 // PutRequest writes an operator request for the frontier.

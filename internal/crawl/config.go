@@ -134,6 +134,7 @@ type Crawl struct {
 	UnreachableThreshold int      `json:"unreachable_threshold"` // consecutive network failures before unreachable
 	UnreachableCooldown  Duration `json:"unreachable_cooldown"`
 	MaxDomainRetries     int      `json:"max_domain_retries"` // cooldowns before a domain stays blocked for this crawl
+	Cooldowns                     // per reason (cooldown.go)
 	// Outages (retry.go): the first and the longest wait before a
 	// domain's next request after a failed one (0: the defaults).
 	RetryBackoff    Duration `json:"retry_backoff,omitempty"`
@@ -170,8 +171,9 @@ func New(name string) *Crawl {
 		UserAgent: DefaultUserAgent, ObeyRobots: true, RobotsTTL: Duration(24 * time.Hour), Sitemaps: true,
 		Timeout: Duration(30 * time.Second), ConnectTimeout: Duration(10 * time.Second),
 		MaxBodyBytes: 10 << 20, MaxRedirects: 5,
-		BlockThreshold: 5, BlockCooldown: Duration(time.Hour),
-		UnreachableThreshold: 3, UnreachableCooldown: Duration(6 * time.Hour),
+		BlockThreshold: 5, BlockCooldown: Duration(DefaultBlockCooldown),
+		UnreachableThreshold: 3, UnreachableCooldown: Duration(DefaultUnreachableCooldown),
+		Cooldowns:        DefaultCooldowns(),
 		MaxDomainRetries: 3,
 		State:            Running, Run: 1,
 	}
@@ -247,6 +249,9 @@ func (c *Crawl) Validate() error {
 	case c.RobotsTTL <= 0 || c.RobotsTTL.D() > 24*time.Hour:
 		return errors.New("robots TTL must be positive and at most 24h (RFC 9309)")
 	}
+	if err := c.Cooldowns.Validate(); err != nil {
+		return err
+	}
 	if err := c.Filters.Validate(c.Normalize.Options()); err != nil {
 		return err
 	}
@@ -314,9 +319,11 @@ func (c *Crawl) Marshal() []byte {
 // ParseCrawl decodes crawl.json.
 func ParseCrawl(data []byte) (*Crawl, error) {
 	var c Crawl
+	c.Cooldowns.markUnset()
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("crawl.json: %w", err)
 	}
+	c.Cooldowns.inherit(c.BlockCooldown) // cooldown.go
 	if c.SchemaVersion != SchemaVersion {
 		return nil, fmt.Errorf("crawl.json: schema_version %q not understood (this build: %q)", c.SchemaVersion, SchemaVersion)
 	}

@@ -182,7 +182,10 @@ func (c *Ctl) CrawlList(jsonOut bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, s.State, s.Run, s.Domains, s.Discovered, s.Fetched,
 			s.Failed, s.Pending, s.InFlight, s.UpdatedAt.UTC().Format(time.RFC3339))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return pendingFooter(c.Stdout, sums) // crawl_pending.go
 }
 
 // CrawlPause stops the crawl's releases; jobs in flight finish.

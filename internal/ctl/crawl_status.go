@@ -40,6 +40,9 @@ type CrawlSummary struct {
 	Refused      int64 `json:"refused"`       // the fetcher refused (private address, ...)
 	Pending      int64 `json:"pending"`       // queued, not released yet
 	InFlight     int   `json:"in_flight"`     // released, not finished (robots.txt jobs included)
+	// PendingURLs is Pending as the frontier keeps it in frontier.json
+	// (crawl_pending.go): one small read, at most a second or two old.
+	PendingURLs int64 `json:"pending_urls"`
 
 	// Dropped links, as the frontier counted them.
 	OutOfScope int64 `json:"out_of_scope"`
@@ -89,6 +92,9 @@ type DomainSummary struct {
 	NextReleaseAt  *time.Time         `json:"next_release_at,omitempty"`
 	Interval       float64            `json:"interval_seconds"`
 	GaveUp         bool               `json:"gave_up,omitempty"`
+	// CrawlState is the state of the domain's crawl: NEXT says when the
+	// domain releases again only while the crawl runs (domains_next.go).
+	CrawlState crawl.State `json:"crawl_state,omitempty"`
 }
 
 func domainSummary(name string, d *crawl.Domain) *DomainSummary {
@@ -147,12 +153,15 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 			sum.HTTPStatus[k] += v
 		}
 		if full {
-			sum.PerDomain = append(sum.PerDomain, domainSummary(cr.Name, d))
+			ds := domainSummary(cr.Name, d)
+			ds.CrawlState = cr.State
+			sum.PerDomain = append(sum.PerDomain, ds)
 		}
 	}
 	if fr, err := st.LoadFrontier(); err == nil {
 		sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid = fr.OutOfScope, fr.TooDeep, fr.Duplicates, fr.Invalid
 		sum.Filtered = fr.Filtered
+		sum.PendingURLs = fr.PendingURLs
 	}
 	rate, window := crawlRate(st, cr, now)
 	sum.RatePerSecond, sum.RateWindowS = rate, window.Seconds()
@@ -258,17 +267,7 @@ func printDomains(w io.Writer, rows []*DomainSummary, withCrawl bool, now time.T
 		if r.LastCrawledAt != nil {
 			last = r.LastCrawledAt.UTC().Format("2006-01-02 15:04:05")
 		}
-		next := "-"
-		switch {
-		case r.GaveUp:
-			next = "never (gave up)"
-		case r.NextCrawlAfter != nil && r.NextCrawlAfter.After(now):
-			next = "after " + r.NextCrawlAfter.UTC().Format("2006-01-02 15:04:05")
-		case r.Pending > 0 && r.NextReleaseAt != nil && r.NextReleaseAt.After(now):
-			next = "at " + r.NextReleaseAt.UTC().Format("15:04:05.000")
-		case r.Pending > 0:
-			next = "now"
-		}
+		next := nextColumn(r, now) // domains_next.go
 		row := []string{r.Domain, string(r.Status), fmt.Sprintf("%d/%d", r.Crawled, r.Discovered), fmt.Sprint(r.Pending),
 			fmt.Sprint(r.InFlight), fmt.Sprint(r.Errors), last, next}
 		if withCrawl {

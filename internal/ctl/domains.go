@@ -16,7 +16,8 @@ type DomainsOptions struct {
 	Crawl  string // "" : every crawl
 	Status []string
 	JSON   bool
-	By     string // "": by crawl and name; "priority": seed 004's score (priority.go)
+	By     string // "": by crawl and name; "priority": seed 004's score (priority.go); "yield": top domains (domains_list.go)
+	Limit  int    // at most this many rows (0: all)
 }
 
 // domainsScope parses --status and --crawl: the statuses wanted (empty:
@@ -73,6 +74,9 @@ func eachDomain(s *job.Spool, names []string, want map[crawl.DomainStatus]bool, 
 
 // Domains prints seed 004's domain-status table (or JSON Lines).
 func (c *Ctl) Domains(o DomainsOptions) error {
+	if o.Limit < 0 {
+		return Usagef("domains --limit %d: must not be negative", o.Limit)
+	}
 	if o.By != "" {
 		return c.domainsBy(o)
 	}
@@ -86,6 +90,8 @@ func (c *Ctl) Domains(o DomainsOptions) error {
 	}); err != nil {
 		return err
 	}
+	rows = rows[:limitOf(len(rows), o.Limit)]
+	setCrawlStates(s, rows) // domains_next.go
 	if o.JSON {
 		enc := json.NewEncoder(c.Stdout)
 		for _, r := range rows {
@@ -136,21 +142,41 @@ func (c *Ctl) DomainShow(name, domain string) error {
 	return err
 }
 
-// DomainReset puts a domain back to pending: status, error streaks,
-// cooldowns and the robots.txt cache are cleared (pages already fetched
-// are not fetched again). With no frontier driving the crawl it is done at
-// once; otherwise the frontier is asked and applies it within its poll
-// interval.
-func (c *Ctl) DomainReset(name, domain string) (err error) {
-	defer c.auditDone(&err, "domain reset", name+" "+domain, "")
-	_, st, cr, err := c.crawlStore(name)
+// DomainReset resets a domain and re-crawls it (DomainResetWith with
+// the defaults).
+func (c *Ctl) DomainReset(name, domain string) error {
+	return c.DomainResetWith(DomainResetOptions{Crawl: name, Domain: domain})
+}
+
+// DomainResetOptions are the flags of farroctl domain reset.
+type DomainResetOptions struct {
+	Crawl, Domain string
+	Reason        string // the operator's words, kept in the domain's reason detail
+	// NoRecrawl: only clear the status (pages already fetched are not
+	// fetched again; the URLs still queued are released).
+	NoRecrawl bool
+}
+
+// DomainResetWith puts a domain back to pending: status, error streaks,
+// cooldowns and the robots.txt cache are cleared. With no frontier driving
+// the crawl that is done at once; otherwise the frontier is asked and
+// applies it within its poll interval. Unless NoRecrawl, the domain is
+// then re-crawled: a recrawl request makes the frontier queue every URL
+// the domain knows again in a new round (domain_reset.go).
+func (c *Ctl) DomainResetWith(o DomainResetOptions) (err error) {
+	defer c.auditDone(&err, "domain reset", o.Crawl+" "+o.Domain, o.Reason)
+	if strings.ContainsAny(o.Reason, "\r\n") || len(o.Reason) > 1024 {
+		return Usagef("domain reset --reason: one line of at most 1024 bytes")
+	}
+	_, st, cr, err := c.crawlStore(o.Crawl)
 	if err != nil {
 		return err
 	}
-	dn, d, err := resolveDomain(st, cr, domain)
+	dn, d, err := resolveDomain(st, cr, o.Domain)
 	if err != nil {
 		return err
 	}
+	now := time.Now().UTC()
 	l, err := crawl.TryFlock(st.Path(crawl.FrontierLock))
 	if err == nil {
 		defer l.Unlock()
@@ -159,19 +185,22 @@ func (c *Ctl) DomainReset(name, domain string) (err error) {
 			return err
 		}
 		from := d.Status
-		d.Reset(time.Now().UTC())
+		d.Reset(now)
+		d.ReasonDetail = resetDetail(o.Reason)
 		if err := st.WriteDomain(d, true); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.Stdout, "%s: %s -> pending (reset)\n", dn, from)
-		return nil
+		msg, err := recrawl(st, cr, dn, o, now) // domain_reset.go
+		fmt.Fprintf(c.Stdout, "%s: %s -> pending (reset)%s\n", dn, from, msg)
+		return err
 	}
 	if !errors.Is(err, crawl.ErrBusy) {
 		return err
 	}
-	if _, err := st.PutRequest(crawl.Request{Op: "reset", Domain: dn, Actor: Actor}); err != nil {
+	if _, err := st.PutRequest(crawl.Request{Op: crawl.OpReset, Domain: dn, Actor: Actor, Reason: o.Reason, RequestedAt: now}); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.Stdout, "%s: %s; reset requested (the crawl's frontier applies it)\n", dn, d.Status)
-	return nil
+	msg, err := recrawl(st, cr, dn, o, now)
+	fmt.Fprintf(c.Stdout, "%s: %s; reset requested (the crawl's frontier applies it)%s\n", dn, d.Status, msg)
+	return err
 }

@@ -16,14 +16,18 @@ type DomainPriority struct {
 	Domain string             `json:"domain"`
 	Status crawl.DomainStatus `json:"status"`
 	Round  int                `json:"round"`
+	// Pages fetched with a response, and those whose content was new
+	// (the yield rate is their ratio).
+	PagesCrawled int64 `json:"pages_crawled"`
+	PagesNew     int64 `json:"pages_new"`
 	crawl.Priority
 }
 
 // domainsBy prints the domains ordered by priority score, highest first
 // (blocked and unreachable domains, which have no score, last).
 func (c *Ctl) domainsBy(o DomainsOptions) error {
-	if o.By != "priority" {
-		return Usagef("domains --by %q: only \"priority\" is known", o.By)
+	if o.By != "priority" && o.By != "yield" {
+		return Usagef("domains --by %q: want priority or yield", o.By)
 	}
 	want, s, names, err := c.domainsScope(o)
 	if err != nil {
@@ -32,10 +36,43 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 	now := c.now()
 	var rows []DomainPriority
 	if err := eachDomain(s, names, want, func(n string, d *crawl.Domain) {
-		rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round, Priority: crawl.PriorityOf(d, now)})
+		rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round,
+			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Priority: crawl.PriorityOf(d, now)})
 	}); err != nil {
 		return err
 	}
+	if o.By == "yield" {
+		sortByYield(rows) // domains_list.go
+	} else {
+		sortByPriority(rows)
+	}
+	rows = rows[:limitOf(len(rows), o.Limit)]
+	if o.JSON {
+		enc := json.NewEncoder(c.Stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if o.By == "yield" {
+		return printYield(c.Stdout, rows)
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tSCORE\tYIELD\tREMAINING\tERROR RATE\tSTALE DAYS\tROUND")
+	for _, r := range rows {
+		score := "-"
+		if r.Scored {
+			score = fmt.Sprint(r.Score)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%.1f\t%d\n", r.Crawl, r.Domain, r.Status, score, r.YieldRate, r.Remaining, r.ErrorRate, r.StalenessDays, r.Round)
+	}
+	return tw.Flush()
+}
+
+// sortByPriority: highest score first, domains without a score last.
+func sortByPriority(rows []DomainPriority) {
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.Scored != b.Scored {
@@ -49,23 +86,4 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 		}
 		return a.Domain < b.Domain
 	})
-	if o.JSON {
-		enc := json.NewEncoder(c.Stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tSCORE\tYIELD\tREMAINING\tERROR RATE\tSTALE DAYS\tROUND")
-	for _, r := range rows {
-		score := "-"
-		if r.Scored {
-			score = fmt.Sprint(r.Score)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%.1f\t%d\n", r.Crawl, r.Domain, r.Status, score, r.YieldRate, r.Remaining, r.ErrorRate, r.StalenessDays, r.Round)
-	}
-	return tw.Flush()
 }

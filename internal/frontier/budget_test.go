@@ -48,6 +48,15 @@ func TestBudgets(t *testing.T) {
 		if got.StateReason != "max_pages (10) reached" {
 			t.Errorf("reason %q", got.StateReason)
 		}
+		doms, _ := st.Domains()
+		for _, d := range doms {
+			if d.Status == crawl.DomainActive {
+				t.Errorf("domain %s still active in a crawl done on max_pages (%s %q)", d.Domain, d.Reason, d.ReasonDetail)
+			}
+			if d.Pending() > 0 && d.PagesReleased > 0 && (d.Status != crawl.DomainExhausted || d.Reason != crawl.ReasonBudget) {
+				t.Errorf("domain %s: %s %q with %d pending, want exhausted, budget", d.Domain, d.Status, d.Reason, d.Pending())
+			}
+		}
 	})
 	t.Run("max_pages_per_domain", func(t *testing.T) {
 		site := testsite.Start(testsite.Options{Plain: true, Fanout: 4, Levels: 3})
@@ -67,8 +76,11 @@ func TestBudgets(t *testing.T) {
 		}
 		doms, _ := st.Domains()
 		for _, d := range doms {
-			if d.Reason != crawl.ReasonBudget || d.Status != crawl.DomainActive {
-				t.Errorf("domain %s: %s %q, want active, budget", d.Domain, d.Status, d.Reason)
+			// A finished crawl leaves no domain active: held back by
+			// its budget, it ends exhausted (reason budget), its URLs
+			// still queued.
+			if d.Reason != crawl.ReasonBudget || d.Status != crawl.DomainExhausted || d.Pending() == 0 {
+				t.Errorf("domain %s: %s %q, %d pending; want exhausted, budget, URLs pending", d.Domain, d.Status, d.Reason, d.Pending())
 			}
 		}
 	})

@@ -84,6 +84,14 @@ func (d *driver) applyRequests(now time.Time) {
 			}
 		case crawl.OpRetry:
 			d.retryRequest(&r, now) // retry.go
+		case crawl.OpAddSeeds:
+			if d.addSeedsRequest(&r, now) { // seeds.go
+				continue
+			}
+		case crawl.OpRecrawl:
+			if d.recrawlRequest(&r, now) { // recrawl.go
+				continue
+			}
 		case crawl.OpReset:
 			dm := d.domains[r.Domain]
 			if dm == nil {
@@ -92,6 +100,9 @@ func (d *driver) applyRequests(now time.Time) {
 			}
 			from := dm.d.Status
 			dm.d.Reset(now)
+			if r.Reason != "" {
+				dm.d.ReasonDetail = "by " + r.Actor + ": " + r.Reason
+			}
 			dm.parsed = map[string]*robots.Robots{}
 			d.dirty[r.Domain] = true
 			d.refreshWork(dm)

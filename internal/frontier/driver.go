@@ -114,6 +114,7 @@ func (d *driver) close() {
 		return
 	}
 	d.closed = true
+	d.notePending()         // pending.go
 	d.frSaved = time.Time{} // write frontier.json now if it changed
 	_ = d.persist()
 	d.lock.Unlock()
@@ -417,6 +418,11 @@ func (d *driver) lifecycle(now time.Time) bool {
 		reason = fmt.Sprintf("max_pages (%d) reached", d.cfg.MaxPages)
 	} else if n := d.pendingTotal(); n > 0 {
 		reason = fmt.Sprintf("nothing left to fetch; %d URLs wait in domains given up or over their budget", n)
+	}
+	d.settleBudget(now) // budget.go
+	if err := d.persist(); err != nil {
+		d.log.Error().Err(err).Msg("cannot persist frontier state; retrying")
+		return true
 	}
 	// frontier.json before crawl.json says done: no frontier starts
 	// for a done crawl to rebuild its counters.

@@ -86,6 +86,7 @@ type Frontier struct {
 	// domainCounts: domains by crawl and status, recounted from memory at
 	// most once a second, read by metrics scrapes.
 	domainCounts atomic.Pointer[map[string]map[string]int]
+	pendingURLs  atomic.Pointer[map[string]int64] // pending.go
 	lastCount    time.Time
 }
 
@@ -107,7 +108,10 @@ func (f *Frontier) countDomains(now time.Time) {
 	}
 	f.lastCount = now
 	m := make(map[string]map[string]int, len(f.drivers))
+	pending := make(map[string]int64, len(f.drivers))
+	defer f.pendingURLs.Store(&pending)
 	for name, d := range f.drivers {
+		pending[name] = d.notePending() // pending.go
 		c := make(map[string]int, len(crawl.DomainStatuses))
 		for _, st := range crawl.DomainStatuses {
 			c[string(st)] = 0

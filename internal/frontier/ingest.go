@@ -234,7 +234,7 @@ func (d *driver) responseHealth(dm *dom, art *crawl.Artifact, now time.Time) {
 			d.log.Info().Str("domain", dd.Domain).Int("http_status", s).Dur("retry_after_ms", ra).Msg("domain pushed back by Retry-After")
 		}
 		if dd.ConsecutiveErrorCount >= d.cfg.BlockThreshold {
-			d.block(dm, crawl.DomainBlocked, reason, fmt.Sprintf("%d consecutive 403/429/5xx responses (last %d)", dd.ConsecutiveErrorCount, s), d.cfg.BlockCooldown.D(), now)
+			d.block(dm, crawl.DomainBlocked, reason, fmt.Sprintf("%d consecutive 403/429/5xx responses (last %d)", dd.ConsecutiveErrorCount, s), d.cfg.CooldownFor(crawl.DomainBlocked, reason), now)
 		}
 	default:
 		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount = 0, 0

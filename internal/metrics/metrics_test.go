@@ -380,3 +380,22 @@ func TestCrawlDomainsByCrawl(t *testing.T) {
 		}
 	}
 }
+
+// farro_crawl_pending_urls gives each crawl's pending URLs as the
+// frontier counted them.
+func TestCrawlPendingURLs(t *testing.T) {
+	SetCrawlPending(func() map[string]int64 { return map[string]int64{"news": 12, "docs": 0} })
+	defer SetCrawlPending(nil)
+	r := prometheus.NewRegistry()
+	r.MustRegister(crawlPending{})
+	text, err := Text(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs := parse(t, string(text))
+	for crawl, want := range map[string]float64{"news": 12, "docs": 0} {
+		if v := value(t, mfs, "farro_crawl_pending_urls", map[string]string{"crawl": crawl}); v != want {
+			t.Errorf("farro_crawl_pending_urls{crawl=%q} = %v, want %v", crawl, v, want)
+		}
+	}
+}

@@ -238,8 +238,12 @@ func refreshDomains(sp *job.Spool, o RunOptions, srcs []*source.Source, rep *Rep
 			rep.Errors++
 			continue
 		}
+		iv := o.RefreshInterval
+		if cr.RefreshCooldown > 0 { // the crawl's own (--refresh-cooldown)
+			iv = cr.RefreshCooldown.D()
+		}
 		for _, d := range doms {
-			if crawl.RefreshDue(d, o.RefreshInterval, o.Now) {
+			if crawl.RefreshDue(d, iv, o.Now) {
 				cands = append(cands, d)
 				crawlOf[d] = n
 			}
