@@ -73,6 +73,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.DurationFlag{Name: "block-cooldown", Value: def.BlockCooldown.D(), Usage: "how long a domain blocked otherwise (5xx answers, robots.txt unavailable) rests"},
 			&cli.IntFlag{Name: "unreachable-threshold", Value: def.UnreachableThreshold, Usage: "consecutive network failures that make a domain unreachable"},
 			&cli.DurationFlag{Name: "unreachable-cooldown", Value: def.UnreachableCooldown.D(), Usage: "how long an unreachable domain rests"},
+			&cli.DurationFlag{Name: "unreachable-after", Value: def.UnreachableAfter.D(), Usage: "how long a domain's network failures must go on (besides --unreachable-threshold) before it is judged unreachable; shorter outages are retried on the domain's backoff"},
 			&cli.DurationFlag{Name: "retry-backoff", Value: crawl.DefaultRetryBackoff, Usage: "first wait before a domain's next request after a network failure or 5xx (doubling, jittered)"},
 			&cli.DurationFlag{Name: "retry-backoff-max", Value: crawl.DefaultRetryBackoffMax, Usage: "longest such wait"},
 			&cli.IntFlag{Name: "max-domain-retries", Value: def.MaxDomainRetries, Usage: "cooldowns before a domain is given up for this crawl"},
@@ -99,6 +100,7 @@ a per-run budget reached pauses the crawl.`,
 			cr.MaxBodyBytes, cr.MaxAttempts, cr.MaxRedirects = cc.Int64("max-body-bytes"), cc.Int("max-attempts"), cc.Int("max-redirects")
 			cr.BlockThreshold, cr.BlockCooldown = cc.Int("block-threshold"), crawl.Duration(cc.Duration("block-cooldown"))
 			cr.UnreachableThreshold, cr.UnreachableCooldown = cc.Int("unreachable-threshold"), crawl.Duration(cc.Duration("unreachable-cooldown"))
+			cr.UnreachableAfter = crawl.Duration(cc.Duration("unreachable-after"))
 			cr.RetryBackoff, cr.RetryBackoffMax = crawl.Duration(cc.Duration("retry-backoff")), crawl.Duration(cc.Duration("retry-backoff-max"))
 			cr.MaxDomainRetries = cc.Int("max-domain-retries")
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}

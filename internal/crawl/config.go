@@ -133,6 +133,11 @@ type Crawl struct {
 	BlockCooldown        Duration `json:"block_cooldown"`        // blocked -> pending after this
 	UnreachableThreshold int      `json:"unreachable_threshold"` // consecutive network failures before unreachable
 	UnreachableCooldown  Duration `json:"unreachable_cooldown"`
+	// UnreachableAfter is how long a streak of network failures must
+	// last, besides reaching UnreachableThreshold, before the domain is
+	// judged unreachable (outage.go); 0: the threshold alone (crawls
+	// written before it existed).
+	UnreachableAfter Duration `json:"unreachable_after,omitempty"`
 	MaxDomainRetries     int      `json:"max_domain_retries"` // cooldowns before a domain stays blocked for this crawl
 	Cooldowns                     // per reason (cooldown.go)
 	// Outages (retry.go): the first and the longest wait before a
@@ -173,6 +178,7 @@ func New(name string) *Crawl {
 		MaxBodyBytes: 10 << 20, MaxRedirects: 5,
 		BlockThreshold: 5, BlockCooldown: Duration(DefaultBlockCooldown),
 		UnreachableThreshold: 3, UnreachableCooldown: Duration(DefaultUnreachableCooldown),
+		UnreachableAfter: Duration(DefaultUnreachableAfter),
 		Cooldowns:        DefaultCooldowns(),
 		MaxDomainRetries: 3,
 		State:            Running, Run: 1,
@@ -244,7 +250,7 @@ func (c *Crawl) Validate() error {
 		return errors.New("block and unreachable thresholds must be at least 1")
 	case c.RetryBackoff < 0 || c.RetryBackoffMax < 0:
 		return errors.New("retry backoffs must not be negative")
-	case c.BlockCooldown < 0 || c.UnreachableCooldown < 0 || c.MaxDomainRetries < 0:
+	case c.BlockCooldown < 0 || c.UnreachableCooldown < 0 || c.UnreachableAfter < 0 || c.MaxDomainRetries < 0:
 		return errors.New("cooldowns and domain retries must not be negative")
 	case c.RobotsTTL <= 0 || c.RobotsTTL.D() > 24*time.Hour:
 		return errors.New("robots TTL must be positive and at most 24h (RFC 9309)")

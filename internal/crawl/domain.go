@@ -185,6 +185,9 @@ type Domain struct {
 	TotalErrorCount          int `json:"total_error_count"`
 	ConsecutiveErrorCount    int `json:"consecutive_error_count"`     // 403/429/5xx in a row
 	ConsecutiveNetErrorCount int `json:"consecutive_net_error_count"` // network failures in a row
+	// NetErrorsSince is when the current streak of network failures
+	// began (nil: no streak): an outage must last UnreachableAfter.
+	NetErrorsSince *time.Time `json:"net_errors_since,omitempty"`
 	Cooldowns                int `json:"cooldowns"`                   // times blocked or unreachable
 
 	RobotsFetches int `json:"robots_fetches"` // robots.txt jobs released (numbers their IDs)
@@ -231,6 +234,7 @@ func (d *Domain) Reset(now time.Time) {
 	d.Status, d.Reason, d.ReasonDetail = DomainPending, ReasonReset, ""
 	d.NextCrawlAfter, d.NextReleaseAt, d.FirstBlockedAt = nil, nil, nil
 	d.ConsecutiveErrorCount, d.ConsecutiveNetErrorCount, d.Cooldowns = 0, 0, 0
+	d.NetErrorsSince = nil
 	d.Robots = map[string]*RobotsCache{}
 	d.UpdatedAt = now
 }

@@ -60,6 +60,7 @@ func TestCooldownPerReason(t *testing.T) {
 	c.Delay = crawl.Duration(10 * time.Millisecond)
 	c.Timeout, c.ConnectTimeout = crawl.Duration(time.Second), crawl.Duration(500*time.Millisecond)
 	c.BlockThreshold, c.UnreachableThreshold = 2, 2
+	c.UnreachableAfter = 0 // judged on the count alone
 	c.RetryBackoff, c.RetryBackoffMax = crawl.Duration(20*time.Millisecond), crawl.Duration(50*time.Millisecond)
 	c.BlockCooldown = crawl.Duration(time.Minute)
 	c.ForbiddenCooldown = crawl.Duration(3 * time.Hour)

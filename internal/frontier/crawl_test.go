@@ -62,6 +62,7 @@ func testCrawl(site *testsite.Site, name string) *crawl.Crawl {
 	c.BlockCooldown = crawl.Duration(time.Second)
 	c.MaxDomainRetries = 1
 	c.UnreachableThreshold = 2
+	c.UnreachableAfter = 0
 	// No rest: an unreachable domain is given up at once (its URL stays
 	// pending); 5xx and network failures are retried soon.
 	c.UnreachableCooldown = 0

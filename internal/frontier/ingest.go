@@ -217,7 +217,7 @@ func (d *driver) responseHealth(dm *dom, art *crawl.Artifact, now time.Time) {
 	case s == 403 || s == 429 || s >= 500:
 		dd.TotalErrorCount++
 		dd.ConsecutiveErrorCount++
-		dd.ConsecutiveNetErrorCount = 0
+		dd.ConsecutiveNetErrorCount, dd.NetErrorsSince = 0, nil
 		reason := crawl.ReasonServerErrors
 		switch s {
 		case 403:
@@ -237,7 +237,7 @@ func (d *driver) responseHealth(dm *dom, art *crawl.Artifact, now time.Time) {
 			d.block(dm, crawl.DomainBlocked, reason, fmt.Sprintf("%d consecutive 403/429/5xx responses (last %d)", dd.ConsecutiveErrorCount, s), d.cfg.CooldownFor(crawl.DomainBlocked, reason), now)
 		}
 	default:
-		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount = 0, 0
+		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount, dd.NetErrorsSince = 0, 0, nil
 		if dd.Status == crawl.DomainPending {
 			d.transition(dm, crawl.DomainActive, "", "")
 		}
@@ -268,8 +268,12 @@ func (d *driver) refused(dm *dom, art *crawl.Artifact, now time.Time) {
 func (d *driver) networkFailure(dm *dom, code, msg string, attempts int, now time.Time) {
 	dd := dm.d
 	dd.TotalErrorCount += attempts
+	if dd.ConsecutiveNetErrorCount == 0 || dd.NetErrorsSince == nil {
+		t := now
+		dd.NetErrorsSince = &t
+	}
 	dd.ConsecutiveNetErrorCount += attempts
-	if dd.ConsecutiveNetErrorCount >= d.cfg.UnreachableThreshold {
+	if d.cfg.OutageJudged(dd.ConsecutiveNetErrorCount, *dd.NetErrorsSince, now) {
 		reason := code
 		switch code {
 		case crawl.ReasonDNSFailure, crawl.ReasonConnectFailure, crawl.ReasonTimeout:

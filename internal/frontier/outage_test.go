@@ -180,6 +180,7 @@ func outageCrawl(s *flakySite, name string) *crawl.Crawl {
 	c.Timeout, c.ConnectTimeout = crawl.Duration(time.Second), crawl.Duration(500*time.Millisecond)
 	c.MaxAttempts = 3
 	c.UnreachableThreshold = 3
+	c.UnreachableAfter = 0 // judged on the count alone (TestCrawlBlipNotJudged: with a duration)
 	c.UnreachableCooldown = crawl.Duration(700 * time.Millisecond)
 	c.BlockCooldown = crawl.Duration(700 * time.Millisecond)
 	c.MaxDomainRetries = 20
@@ -285,6 +286,63 @@ func TestCrawlOutage(t *testing.T) {
 	}
 	if d.Status != crawl.DomainExhausted || d.Pending() != 0 || d.PagesFailed != 0 {
 		t.Errorf("domain after the outage: %s, %d pending, %d failed", d.Status, d.Pending(), d.PagesFailed)
+	}
+}
+
+// TestCrawlBlipNotJudged: with unreachable_after in force an outage that
+// fails more attempts in a row than unreachable_threshold, but ends before
+// that long, never makes the domain unreachable (no cooldown taken: the
+// per-reason cooldown is days); the URLs wait on the domain's backoff and
+// are all fetched once the site is back.
+func TestCrawlBlipNotJudged(t *testing.T) {
+	const pages = 6
+	s := startFlaky(t, pages)
+	e := startEnv(t, 2)
+	defer e.stop()
+	st, _ := crawl.Open(e.spool, "blip")
+	c := outageCrawl(s, "blip")
+	c.UnreachableAfter = crawl.Duration(time.Hour)
+	c.UnreachableCooldown = crawl.Duration(7 * 24 * time.Hour)
+	if err := st.Create(c); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.served200()) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pages never fetched: %v", s.served200())
+		}
+	}
+	s.down()
+	host := outageHost + ":" + strconv.Itoa(s.port)
+	// Down until the streak is well past the threshold.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d, err := st.LoadDomain(host)
+		if err == nil && d.ConsecutiveNetErrorCount > c.UnreachableThreshold+1 {
+			if d.Status == crawl.DomainUnreachable || d.Cooldowns != 0 {
+				t.Fatalf("a %d-failure blip judged the domain: %s, %d cooldowns", d.ConsecutiveNetErrorCount, d.Status, d.Cooldowns)
+			}
+			if d.NetErrorsSince == nil {
+				t.Fatalf("a streak of %d failures without its start", d.ConsecutiveNetErrorCount)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never more than %d failures in a row during the outage: %+v %v", c.UnreachableThreshold+1, d, err)
+		}
+	}
+	s.up()
+	waitState(t, st, crawl.Done, 15*time.Second)
+	got := s.served200()
+	for _, p := range append([]string{"/"}, pageList(pages)...) {
+		if got[p] != 1 {
+			t.Errorf("%s answered 200 %d times, want 1 (%v)", p, got[p], got)
+		}
+	}
+	d, err := st.LoadDomain(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Cooldowns != 0 || d.ConsecutiveNetErrorCount != 0 || d.NetErrorsSince != nil {
+		t.Errorf("domain after the blip: %d cooldowns, streak %d since %v", d.Cooldowns, d.ConsecutiveNetErrorCount, d.NetErrorsSince)
 	}
 }
 

@@ -122,7 +122,7 @@ func (d *driver) eligible(dm *dom, now time.Time) bool {
 		}
 		wasRobots := dd.Reason == crawl.ReasonRobotsUnavailable
 		dd.NextCrawlAfter = nil
-		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount = 0, 0
+		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount, dd.NetErrorsSince = 0, 0, nil
 		d.transition(dm, crawl.DomainPending, crawl.ReasonCooldownOver, "")
 		if wasRobots {
 			for o, rc := range dd.Robots {

@@ -44,7 +44,7 @@ func TestCrawlEndToEnd(t *testing.T) {
 	start := time.Now()
 	f.ctl(crawlArgs(s, "site", "--scope", "domain", "--max-depth", "3", "--delay", delay.String(), "--max-in-flight-per-domain", "2",
 		"--timeout", "1s", "--max-body-bytes", strconv.Itoa(1<<20), "--max-attempts", "2",
-		"--block-cooldown", "1s", "--max-domain-retries", "1", "--unreachable-threshold", "2", "--unreachable-cooldown", "0s",
+		"--block-cooldown", "1s", "--max-domain-retries", "1", "--unreachable-threshold", "2", "--unreachable-cooldown", "0s", "--unreachable-after", "0s",
 		"--retry-backoff", "50ms", "--retry-backoff-max", "200ms")...)
 	f.waitState("site", crawl.Done, 90*time.Second)
 	elapsed := time.Since(start)
