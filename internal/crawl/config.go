@@ -138,8 +138,8 @@ type Crawl struct {
 	// judged unreachable (outage.go); 0: the threshold alone (crawls
 	// written before it existed).
 	UnreachableAfter Duration `json:"unreachable_after,omitempty"`
-	MaxDomainRetries     int      `json:"max_domain_retries"` // cooldowns before a domain stays blocked for this crawl
-	Cooldowns                     // per reason (cooldown.go)
+	MaxDomainRetries int      `json:"max_domain_retries"` // cooldowns before a domain stays blocked for this crawl
+	Cooldowns                 // per reason (cooldown.go)
 	// Outages (retry.go): the first and the longest wait before a
 	// domain's next request after a failed one (0: the defaults).
 	RetryBackoff    Duration `json:"retry_backoff,omitempty"`

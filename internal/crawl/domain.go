@@ -188,7 +188,7 @@ type Domain struct {
 	// NetErrorsSince is when the current streak of network failures
 	// began (nil: no streak): an outage must last UnreachableAfter.
 	NetErrorsSince *time.Time `json:"net_errors_since,omitempty"`
-	Cooldowns                int `json:"cooldowns"`                   // times blocked or unreachable
+	Cooldowns      int        `json:"cooldowns"` // times blocked or unreachable
 
 	RobotsFetches int `json:"robots_fetches"` // robots.txt jobs released (numbers their IDs)
 
