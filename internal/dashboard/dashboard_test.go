@@ -145,6 +145,11 @@ func TestActionGuard(t *testing.T) {
 			r.Header.Set("Origin", "http://evil.example")
 			return r
 		}()},
+		{"cross-site fetch", func() *http.Request {
+			r := post("/jobs/j1/hold", tok, true)
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+			return r
+		}()},
 	}
 	for _, c := range refused {
 		code, body := f.do(c.req)

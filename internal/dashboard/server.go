@@ -101,7 +101,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make browsers send Origin: null on our own forms
 	h.Set("Cache-Control", "no-store")
 	if !s.cfg.AllowRemote && !loopbackHost(r.Host) {
 		http.Error(w, "farroctl serve: refused: Host "+r.Host+" is not a loopback address (start with --allow-remote to serve other hosts)", http.StatusMisdirectedRequest)
@@ -143,9 +143,13 @@ func (s *Server) authed(r *http.Request) bool {
 	return err == nil && s.tokenOK(c.Value)
 }
 
-// sameOrigin refuses a POST whose Origin (when the browser sent one)
-// is not this server.
+// sameOrigin refuses a POST that a browser says comes from another
+// origin: its Origin (when sent) must be this server, and its
+// Sec-Fetch-Site (when sent) same-origin or none (typed by the user).
 func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true // not a browser, or one that sends no Origin: the token decides

@@ -183,6 +183,6 @@ text <input name="q" value="{{.Q.Text}}" size="18" placeholder="in ID or reason"
 <h2>Why</h2>
 <form method="get" action="/crawls/{{path .Sum.Name}}" id="why-form">URL <input name="url" value="{{.WhyURL}}" size="60"> <button type="submit">why?</button></form>
 {{if .WhyErr}}<p class="problem">{{.WhyErr}}</p>{{end}}
-{{with .Why}}<p id="why"><b>{{.Verdict}}</b>: {{.Message}}{{if .JobID}} (job <a href="/jobs/{{path .JobID}}">{{.JobID}}</a>){{end}}</p>{{end}}
+{{with .Why}}<p id="why"><b>{{.Verdict}}</b>: {{.Message}}{{if .JobID}} (<a href="/jobs/{{path .JobID}}">open the job</a>){{end}}</p>{{end}}
 {{end}}{{template "foot" .}}{{end}}
 `))
