@@ -385,4 +385,3 @@ func (p *Page) HasText(s string) (bool, error) {
 	err := p.Eval(fmt.Sprintf(`document.body.innerText.includes(%q)`, s), &ok)
 	return ok, err
 }
-
