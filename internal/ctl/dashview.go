@@ -56,18 +56,25 @@ func (c *Ctl) ShapeOf() (*Shape, error) {
 	return shapeOf(s, c.now())
 }
 
-// TopOf is top --json's snapshot: counts from one listing, the workers
-// with the jobs they hold (kind, attempt, last heartbeat) and the daemons.
-func (c *Ctl) TopOf() (TopDoc, error) {
+// WorkersOf is top --json's workers and daemons: every live agent and
+// every agent directory holding jobs, with those jobs (kind, attempt,
+// last heartbeat). It lists in-progress/ only (not the whole spool).
+func (c *Ctl) WorkersOf() (TopDoc, error) {
 	s, err := c.existing()
 	if err != nil {
 		return TopDoc{}, err
 	}
-	v := spoolview.New(s, spoolview.Config{})
-	if err := v.Scan(); err != nil {
+	es, err := walk(s, []job.State{job.InProgress})
+	if err != nil {
 		return TopDoc{}, err
 	}
-	return topDoc(s, v.Snapshot(), nil), nil
+	snap := spoolview.Snapshot{At: c.now(), States: map[job.State]int{}}
+	for _, e := range es {
+		if !e.Hostile && e.Agent != "" {
+			snap.Running = append(snap.Running, spoolview.RunningJob{Agent: e.Agent, ID: e.Name})
+		}
+	}
+	return topDoc(s, snap, nil), nil
 }
 
 // AgentsOf is agents --json's document.

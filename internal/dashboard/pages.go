@@ -137,7 +137,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		d.StreamNote = fmt.Sprintf("%d unreadable line(s) of the event stream skipped", bad)
 	}
 	d.Chart = hourChart(lines, time.Now().UTC())
-	if top, err := c.TopOf(); err == nil {
+	if top, err := c.WorkersOf(); err == nil {
 		d.Top = top
 	}
 	d.Agents, d.Daemons = s.agentRows(d.Top)

@@ -292,17 +292,17 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	agents, err := p.Table("#agents tr")
 	must(err)
-	agentState := map[string]string{}
+	agentState, agentJobs := map[string]string{}, map[string]string{}
 	for _, r := range agents[1:] {
-		if len(r) > 1 {
-			agentState[r[0]] = r[1]
+		if len(r) == 8 {
+			agentState[r[0]], agentJobs[r[0]] = r[1], r[7]
 		}
 	}
 	if agentState["w1"] != "live" || !strings.HasPrefix(agentState["w2"], "gone") {
 		t.Errorf("agents as shown: %v", agents)
 	}
-	if ok, _ := p.HasText("running"); !ok {
-		t.Errorf("the overview does not show w1's running job")
+	if !strings.HasPrefix(agentJobs["w1"], "running exec #1 heartbeat") {
+		t.Errorf("the overview does not show w1's running job: %q", agentJobs["w1"])
 	}
 	var bars int
 	must(p.Eval(`document.querySelectorAll("#chart rect").length`, &bars))
