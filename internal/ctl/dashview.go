@@ -395,22 +395,35 @@ func max64(a, b int64) int64 {
 	return b
 }
 
-// EventsSince returns the stream's lines newer than d (events --since d),
-// oldest first; bad counts the unreadable lines skipped.
-func (c *Ctl) EventsSince(d time.Duration) (lines []job.StreamLine, bad int, err error) {
+// EventTail reads the event stream incrementally, as events --follow
+// does: each Next returns the lines appended since the previous one (the
+// first, the lines newer than the tail's since), reading only the new
+// bytes of the last two segments. Not safe for concurrent use.
+type EventTail struct {
+	r     *eventsReader
+	lines []job.StreamLine
+}
+
+// TailEvents starts a tail of the stream at the lines newer than since.
+func (c *Ctl) TailEvents(since time.Duration) (*EventTail, error) {
 	s, err := c.existing()
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	r := &eventsReader{s: s, o: EventsOptions{Since: d}, offset: map[string]int64{}, since: c.now().Add(-d)}
-	r.emit = func(_ []byte, l *job.StreamLine) error {
-		lines = append(lines, *l)
+	t := &EventTail{r: &eventsReader{s: s, o: EventsOptions{Since: since, Follow: true}, offset: map[string]int64{}, since: c.now().Add(-since)}}
+	t.r.emit = func(_ []byte, l *job.StreamLine) error {
+		t.lines = append(t.lines, *l)
 		return nil
 	}
-	if err := r.pass(true); err != nil {
-		return nil, 0, err
-	}
-	return lines, r.bad, nil
+	return t, nil
+}
+
+// Next returns the lines appended since the last call, and how many
+// unreadable lines were skipped in all.
+func (t *EventTail) Next() ([]job.StreamLine, int, error) {
+	t.lines = nil
+	err := t.r.pass(false) // a line being written is read whole next time
+	return t.lines, t.r.bad, err
 }
 
 // CrawlsOf is crawl ls --json's summaries; a crawl that cannot be read

@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"sync"
 	"time"
 
+	"github.com/farro-dev/farro/internal/ctl"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -28,29 +30,75 @@ type bin struct {
 
 const chartBins = 60
 
-// hourChart bins the transition lines of the hour before now.
-func hourChart(lines []job.StreamLine, now time.Time) chart {
-	c := chart{Width: 600, Height: 120, From: now.Add(-time.Hour), To: now}
-	ok := make([]int, chartBins)
-	bad := make([]int, chartBins)
+// finish is one transition to a finished state, as the chart needs it.
+type finish struct {
+	at time.Time
+	ok bool
+}
+
+// hourWindow keeps the last hour's finishes of the event stream, fed
+// by an incremental tail, so that an overview reads only what was
+// appended since the previous one.
+type hourWindow struct {
+	mu       sync.Mutex
+	tail     *ctl.EventTail
+	finishes []finish
+	bad      int
+}
+
+// update reads what the stream gained and drops what is older than an hour.
+func (h *hourWindow) update(c *ctl.Ctl, now time.Time) ([]finish, int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.tail == nil {
+		t, err := c.TailEvents(time.Hour)
+		if err != nil {
+			return nil, 0, err
+		}
+		h.tail = t
+	}
+	lines, bad, err := h.tail.Next()
+	if err != nil {
+		return nil, 0, err
+	}
+	h.bad = bad
 	for i := range lines {
 		l := &lines[i]
 		if l.Event.Type != "state_transition" {
 			continue
 		}
-		t := l.Time()
-		if t.Before(c.From) || t.After(now) {
-			continue
-		}
-		i := int(t.Sub(c.From) / time.Minute)
-		if i >= chartBins {
-			i = chartBins - 1
-		}
 		switch job.State(l.Event.To) {
 		case job.Succeeded:
+			h.finishes = append(h.finishes, finish{at: l.Time(), ok: true})
+		case job.Failed, job.Killed:
+			h.finishes = append(h.finishes, finish{at: l.Time()})
+		}
+	}
+	from := now.Add(-time.Hour)
+	keep := h.finishes[:0]
+	for _, f := range h.finishes {
+		if !f.at.Before(from) {
+			keep = append(keep, f)
+		}
+	}
+	h.finishes = keep
+	return append([]finish(nil), keep...), h.bad, nil
+}
+
+// hourChart bins the finishes of the hour before now.
+func hourChart(fs []finish, now time.Time) chart {
+	c := chart{Width: 600, Height: 120, From: now.Add(-time.Hour), To: now}
+	ok := make([]int, chartBins)
+	bad := make([]int, chartBins)
+	for _, f := range fs {
+		if f.at.Before(c.From) || f.at.After(now) {
+			continue
+		}
+		i := min(int(f.at.Sub(c.From)/time.Minute), chartBins-1)
+		if f.ok {
 			ok[i]++
 			c.Succeeded++
-		case job.Failed, job.Killed:
+		} else {
 			bad[i]++
 			c.Failures++
 		}

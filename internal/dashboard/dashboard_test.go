@@ -338,6 +338,13 @@ func TestOverview(t *testing.T) {
 			t.Errorf("overview lacks %q", want)
 		}
 	}
+	// The next view reads what the stream gained since: one more kill.
+	if _, err := f.s.Move("h1", job.Held, job.Killed, "test", "cancelled", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, body = f.get("/"); !strings.Contains(body, `id="failures-hour">2<`) {
+		t.Errorf("second overview does not count the new kill")
+	}
 }
 
 // The job list reads only the job.json files of the page it shows, pages

@@ -130,13 +130,14 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	if st.OldestQueuedAge != nil {
 		d.OldestAge = fmtDur(time.Duration(*st.OldestQueuedAge * float64(time.Second)))
 	}
-	lines, bad, err := c.EventsSince(time.Hour)
+	now := time.Now().UTC()
+	fs, bad, err := s.hour.update(c, now)
 	if err != nil {
 		d.StreamNote = "event stream unreadable: " + oneLine(err.Error(), 300)
 	} else if bad > 0 {
 		d.StreamNote = fmt.Sprintf("%d unreadable line(s) of the event stream skipped", bad)
 	}
-	d.Chart = hourChart(lines, time.Now().UTC())
+	d.Chart = hourChart(fs, now)
 	if top, err := c.WorkersOf(); err == nil {
 		d.Top = top
 	}

@@ -58,6 +58,8 @@ type Server struct {
 	shape    *ctl.Shape
 	shapeErr error
 	shapeRun chan struct{} // closed when the running computation ends; nil when none runs
+
+	hour hourWindow // the last hour of the event stream, read incrementally
 }
 
 // CookieName is the cookie that carries the token after /login.
