@@ -77,7 +77,7 @@ func Start(bin, dir string, log *os.File) (*Browser, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.ExtraFiles = []*os.File{cmdR, outW} // fds 3 (commands in) and 4 (messages out)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

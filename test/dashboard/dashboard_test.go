@@ -51,6 +51,7 @@ func start(t *testing.T, dir, name string, env []string, args ...string) *proc {
 	p := &proc{cmd: exec.Command(filepath.Join(bins.Dir(t), args[0]), args[1:]...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives a killed test
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestDashboardInChromium(t *testing.T) {
 	f.ctl(`{}`, "submit", "--id", "evil", "--held")
 	f.ctl("", "pause", "noop", "--reason", "dashboard test")
 	f.ctl(`{}`, "submit", "--id", "waiting", "--kind", "noop")
-	waitFor(t, 20*time.Second, "the first jobs and the crawl to finish", func() bool {
+	waitFor(t, 40*time.Second, "the first jobs and the crawl to finish", func() bool {
 		st := f.stats()
 		var cs ctl.CrawlSummary
 		_ = json.Unmarshal([]byte(f.ctl("", "crawl", "status", "site", "--json")), &cs)
@@ -206,9 +207,10 @@ func TestDashboardInChromium(t *testing.T) {
 	f.ctl(`{"sleep":1}`, "submit", "--id", "orphan")
 	waitFor(t, 10*time.Second, "w2 to run the orphan", func() bool { return f.stats().Agents["w2"] == 1 })
 	w2.stop(syscall.SIGKILL)
-	waitFor(t, 10*time.Second, "watchdogd to make the orphan stale", func() bool { return f.stats().States[job.Stale] == 1 })
+	waitFor(t, 20*time.Second, "watchdogd to make the orphan stale", func() bool { return f.stats().States[job.Stale] == 1 })
 	// A live agent with a running job, and a failed job.
-	start(t, dir, "w1b", env, "agentd", "--id", "w1", "--concurrency", "2", "--exec", h)
+	w1b := start(t, dir, "w1b", env, "agentd", "--id", "w1", "--concurrency", "2", "--drain-timeout", "200ms", "--exec", h)
+	t.Cleanup(func() { w1b.stop(syscall.SIGTERM) }) // drained: it stops its handlers (no sleep outlives the test)
 	f.ctl(`{"sleep":2}`, "submit", "--id", "running")
 	f.ctl(`{"fail":2}`, "submit", "--id", "flaky", "--max-attempts", "3")
 	waitFor(t, 10*time.Second, "a job in every state", func() bool {
@@ -229,6 +231,7 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve.Stderr = os.Stderr
+	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
