@@ -156,6 +156,17 @@ func TestDashboardInChromium(t *testing.T) {
 	bins.Dir(t) // built before the clock starts
 	t0 := time.Now()
 	dir := t.TempDir()
+	t.Cleanup(func() { // runs last: what the daemons said, when the test failed
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("%s (last lines):\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	})
 	f := &farro{t: t, spool: filepath.Join(dir, "spool")}
 	f.ctl("", "init")
 	h := filepath.Join(dir, "handler.sh")
