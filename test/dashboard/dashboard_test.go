@@ -216,7 +216,14 @@ func TestDashboardInChromium(t *testing.T) {
 	// that job stale.
 	w2 := start(t, dir, "w2", env, "agentd", "--id", "w2", "--exec", h)
 	f.ctl(`{"sleep":1}`, "submit", "--id", "orphan")
-	waitFor(t, 10*time.Second, "w2 to run the orphan", func() bool { return f.stats().Agents["w2"] == 1 })
+	// Its claim must be complete (job.json says in-progress): a claim cut
+	// short is rolled back to queued by recovery, not made stale.
+	waitFor(t, 10*time.Second, "w2 to run the orphan", func() bool {
+		var doc ctl.ShowDoc
+		out, _ := exec.Command(filepath.Join(bins.Dir(t), "farroctl"), "--spool", f.spool, "show", "orphan").Output() // may be caught moving
+		return json.Unmarshal(out, &doc) == nil && doc.Job != nil &&
+			doc.Location == job.InProgress && doc.Job.Status == job.InProgress
+	})
 	w2.stop(syscall.SIGKILL)
 	waitFor(t, 20*time.Second, "watchdogd to make the orphan stale", func() bool { return f.stats().States[job.Stale] == 1 })
 	// A live agent with a running job, and a failed job.
