@@ -90,6 +90,7 @@ expected=$(
 0644 ./usr/share/doc/farro/deploy/systemd/README.md.gz
 0644 ./usr/share/doc/farro/docs/ARCHITECTURE.md.gz
 0644 ./usr/share/doc/farro/docs/CRAWL.md.gz
+0644 ./usr/share/doc/farro/docs/dashboard.png
 0644 ./usr/share/doc/farro/docs/FARROCTL.md.gz
 0644 ./usr/share/doc/farro/docs/PIPELINE.md.gz
 0644 ./usr/share/doc/farro/docs/RELIABILITY.md.gz

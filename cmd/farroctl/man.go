@@ -78,7 +78,7 @@ func manPage() *daemon.ManPage {
 		Exit: exitStatuses(),
 		Signals: []daemon.ManEntry{
 			{Tag: "q, Q, Ctrl-C (SIGINT), SIGTERM", Text: "quit farroctl top's live view; the terminal is restored"},
-			{Tag: "SIGINT, SIGTERM", Text: "end any other command at once (the default action). A job changes state by one atomic rename, so it is never half-moved; a job lock left by an interrupted action is recovered by watchdogd, a half-built submission in tmp/ is swept by managerd"},
+			{Tag: "SIGINT, SIGTERM", Text: "end any other command at once (the default action; farroctl serve first finishes the requests under way, for at most 5 s). A job changes state by one atomic rename, so it is never half-moved; a job lock left by an interrupted action is recovered by watchdogd, a half-built submission in tmp/ is swept by managerd"},
 		},
 		EnvNote: "Without --spool and FARRO_SPOOL, farroctl takes FARRO_SPOOL from " + envFile + " (a packaged build), else uses " + daemon.DefaultSpool + ".",
 		Files: []daemon.ManEntry{

@@ -95,7 +95,7 @@ inst 0644 "$here/copyright" "$doc/copyright"
 # The documents: README.md, every docs/*.md and every file README.md links
 # to (deploy/deb/doc-links.sh), at their repository paths, each compressed
 # (gzip -9n: Debian policy wants it beyond 4 KiB; all of them, so that
-# their installed names are predictable: daemon.DocPath).
+# their installed names are predictable: daemon.DocPath), images excepted.
 docs=$({
 	echo README.md
 	(cd "$repo" && ls docs/*.md)
@@ -104,6 +104,11 @@ docs=$({
 for f in $docs; do
 	[ -f "$repo/$f" ] || { echo "build-deb: README.md links to $f, which is not a file" >&2; exit 1; }
 	install -d "$root/$doc/$(dirname "$f")"
+	case $f in
+	*.png) # already compressed: installed as it is, so that README.md's image shows
+		install -m 0644 "$repo/$f" "$root/$doc/$f"
+		continue ;;
+	esac
 	gzip -9n <"$repo/$f" >"$root/$doc/$f.gz"
 	chmod 0644 "$root/$doc/$f.gz"
 done

@@ -50,29 +50,43 @@ func AgeSince(j *job.Job) time.Time {
 // bucket. It reads each job's job.json; one that cannot be read is
 // counted as unreadable.
 func Ages(s *job.Spool, now time.Time) (map[job.State]*StateAges, error) {
-	out := make(map[job.State]*StateAges, len(job.States))
+	sh, err := shapeOf(s, now)
+	if err != nil {
+		return nil, err
+	}
+	return sh.Ages, nil
+}
+
+// shapeOf is Ages' pass, which also counts the jobs of each kind per
+// state (farroctl serve's overview).
+func shapeOf(s *job.Spool, now time.Time) (*Shape, error) {
+	sh := &Shape{Ages: make(map[job.State]*StateAges, len(job.States)), Kinds: map[job.State]map[string]int{}, At: now}
 	for _, st := range job.States {
-		out[st] = newStateAges()
+		sh.Ages[st] = newStateAges()
+		sh.Kinds[st] = map[string]int{}
 	}
 	es, err := walk(s, nil)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range es {
-		sa := out[e.State]
+		sa := sh.Ages[e.State]
 		sa.Total++
 		if e.Hostile {
 			sa.Unreadable++
+			sh.Kinds[e.State][""]++
 			continue
 		}
 		j, err := job.ReadJob(e.Path)
 		if err != nil || j == nil {
 			sa.Unreadable++
+			sh.Kinds[e.State][""]++
 			continue
 		}
 		sa.Buckets[bucketOf(now.Sub(AgeSince(j)))].Count++
+		sh.Kinds[e.State][j.Kind]++
 	}
-	return out, nil
+	return sh, nil
 }
 
 func newStateAges() *StateAges {

@@ -149,23 +149,12 @@ func (c *Ctl) crawlStore(name string) (*job.Spool, *crawl.Store, *crawl.Crawl, e
 
 // CrawlList prints the crawls: a table, or JSON Lines of their status.
 func (c *Ctl) CrawlList(jsonOut bool) error {
-	s, err := c.existing()
+	sums, problems, err := c.CrawlsOf()
 	if err != nil {
 		return err
 	}
-	names, err := crawl.List(s)
-	if err != nil {
-		return err
-	}
-	var sums []*CrawlSummary
-	for _, n := range names {
-		st, _ := crawl.Open(s, n)
-		sum, err := summarize(st, false, c.now())
-		if err != nil {
-			c.warnf("crawl %s: %v", n, err)
-			continue
-		}
-		sums = append(sums, sum)
+	for _, p := range problems {
+		c.warnf("%s", p)
 	}
 	if jsonOut {
 		enc := json.NewEncoder(c.Stdout)

@@ -3,12 +3,7 @@ package ctl
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -32,25 +27,8 @@ func (c *Ctl) History(args []string, o HistoryOptions) error {
 	if err := job.ValidateID(id); err != nil {
 		return UsageError(err)
 	}
-	s, err := c.existing()
+	data, id, err := c.historyData(id)
 	if err != nil {
-		return err
-	}
-	if id, err = c.resolveOne(s, id); err != nil {
-		return err
-	}
-	locs, err := s.LocateSettled(id, Actor)
-	if err != nil {
-		return err
-	}
-	if len(locs) > 1 {
-		return fmt.Errorf("%s: found in %d places; run farroctl fsck", id, len(locs))
-	}
-	data, err := os.ReadFile(filepath.Join(locs[0].Dir, job.EventsFile))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s: no %s in %s", id, job.EventsFile, relPath(s, locs[0].Dir))
-		}
 		return err
 	}
 	if o.JSON {
@@ -66,18 +44,15 @@ func (c *Ctl) History(args []string, o HistoryOptions) error {
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tACTOR\tFROM\tTO\tATTEMPT\tREASON")
 	bad := 0
-	for i, line := range bytes.Split(data, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var ev job.Event
-		if err := json.Unmarshal(line, &ev); err != nil {
+	for _, h := range parseHistory(data) {
+		if h.Bad != "" {
 			// A torn last line (a crash mid-append) or a damaged one: say
 			// so and go on; the job's state is job.json, not this file.
-			fmt.Fprintf(tw, "-\t-\t-\t-\t-\t(line %d unreadable: %s)\n", i+1, truncate(oneLine(string(line)), 40))
+			fmt.Fprintf(tw, "-\t-\t-\t-\t-\t(line %d unreadable: %s)\n", h.Line, h.Bad)
 			bad++
 			continue
 		}
+		ev := h.Event
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ev.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 			dash(ev.Actor), dash(string(ev.From)), dash(string(ev.To)), ev.Attempt, oneLine(ev.Reason))
 	}

@@ -305,24 +305,10 @@ func (c *Ctl) Show(args []string) error {
 	if id, err = c.resolveOne(s, id); err != nil {
 		return err
 	}
-	// A job that moves while it is read (its directory vanishes, or its
-	// status and directory disagree for the moment of a claim or a
-	// commit) is read again; what stays is reported.
-	var doc ShowDoc
-	var locs []job.Location
-	var problems []string
-	for try := 0; ; try++ {
-		if locs, err = s.LocateSettled(id, Actor); err != nil {
-			return err
-		}
-		var moving bool
-		doc, problems, moving = c.showDoc(s, id, locs)
-		if !moving || try >= showRetries {
-			break
-		}
-		time.Sleep(time.Duration(try+1) * time.Millisecond)
+	doc, locs, err := c.showSettled(s, id)
+	if err != nil {
+		return err
 	}
-	doc.Problem = strings.Join(problems, "; ")
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
@@ -332,6 +318,30 @@ func (c *Ctl) Show(args []string) error {
 		return fmt.Errorf("%s: %s", id, doc.Problem)
 	}
 	return nil
+}
+
+// showSettled reads job id into a ShowDoc. A job that moves while it is
+// read (its directory vanishes, or its status and directory disagree for
+// the moment of a claim or a commit) is read again; what stays is
+// reported in Problem.
+func (c *Ctl) showSettled(s *job.Spool, id string) (ShowDoc, []job.Location, error) {
+	var doc ShowDoc
+	var locs []job.Location
+	var problems []string
+	var err error
+	for try := 0; ; try++ {
+		if locs, err = s.LocateSettled(id, Actor); err != nil {
+			return ShowDoc{}, nil, err
+		}
+		var moving bool
+		doc, problems, moving = c.showDoc(s, id, locs)
+		if !moving || try >= showRetries {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * time.Millisecond)
+	}
+	doc.Problem = strings.Join(problems, "; ")
+	return doc, locs, nil
 }
 
 // showRetries bounds Show's readings of a job that keeps moving.
