@@ -38,7 +38,7 @@ func (s *Server) base(r *http.Request, title, nav string) page {
 
 func (s *Server) render(w http.ResponseWriter, status int, name string, p page) {
 	var b bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&b, name, p); err != nil {
+	if err := pageTemplates().ExecuteTemplate(&b, name, p); err != nil {
 		http.Error(w, "farroctl serve: rendering "+name+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}

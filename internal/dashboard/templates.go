@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,7 +39,14 @@ var funcs = template.FuncMap{
 	"join":  strings.Join,
 }
 
-var tmpl = template.Must(template.New("").Funcs(funcs).Parse(`
+// pageTemplates parses the pages on first use: a package-level parse ran
+// at every farroctl start, whatever the command (cmd/farroctl's
+// TestFarroctlInitIsSmall).
+var pageTemplates = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").Funcs(funcs).Parse(pageSource))
+})
+
+const pageSource = `
 {{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -185,4 +193,4 @@ text <input name="q" value="{{.Q.Text}}" size="18" placeholder="in ID or reason"
 {{if .WhyErr}}<p class="problem">{{.WhyErr}}</p>{{end}}
 {{with .Why}}<p id="why"><b>{{.Verdict}}</b>: {{.Message}}{{if .JobID}} (<a href="/jobs/{{path .JobID}}">open the job</a>){{end}}</p>{{end}}
 {{end}}{{template "foot" .}}{{end}}
-`))
+`
