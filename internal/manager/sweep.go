@@ -62,8 +62,11 @@ func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
 		return
 	}
 	for _, de := range des {
+		if !quarantineTemp.MatchString(de.Name()) {
+			continue // no lstat for the quarantined entries themselves
+		}
 		fi, err := de.Info()
-		if err != nil || !fi.Mode().IsRegular() || !quarantineTemp.MatchString(de.Name()) || fi.ModTime().After(cutoff) {
+		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().After(cutoff) {
 			continue
 		}
 		p := filepath.Join(dir, de.Name())

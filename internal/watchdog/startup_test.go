@@ -33,8 +33,8 @@ func submitMany(t *testing.T, s *job.Spool, prefix string, n int, held bool) {
 func TestRunRecoversBeforeTheQueueIsReconciled(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{Interval: time.Hour, StartupChunk: 16})
-	submitMany(t, e.s, "q", 400, false)
-	submitMany(t, e.s, "h", 100, true)
+	submitMany(t, e.s, "q", 200, false)
+	submitMany(t, e.s, "h", 50, true)
 	e.claim(t, "dead")
 	o := job.NewOwner(holder.Actor, holder.Agent)
 	o.PID = deadPID(t)
@@ -87,8 +87,8 @@ func TestRunRecoversBeforeTheQueueIsReconciled(t *testing.T) {
 	if readyAt != 0 {
 		t.Fatalf("ready after %d jobs of incoming/ were read; want before the first", readyAt)
 	}
-	if queuedChecks != 400 || heldChecks != 100 {
-		t.Fatalf("startup reconcile read %d queued and %d held jobs, want 400 and 100", queuedChecks, heldChecks)
+	if queuedChecks != 200 || heldChecks != 50 {
+		t.Fatalf("startup reconcile read %d queued and %d held jobs, want 200 and 50", queuedChecks, heldChecks)
 	}
 	if st, _ := e.where(t, "dead"); st != job.Stale {
 		t.Fatalf("dead holder's job in %s, want stale", st)
