@@ -484,9 +484,11 @@ func (m *Manager) handleFailed(id string) error {
 	logx.Transition(m.log, nj, job.Failed)
 	counted(job.Failed, nj.Status)
 	if nj.Status == job.Deferred && nj.NotBefore != nil {
+		var mt time.Time // unknown: the next rescan reads it once more
 		if fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id)); err == nil {
-			m.sched.set(id, *nj.NotBefore, fi.ModTime())
+			mt = fi.ModTime()
 		}
+		m.sched.set(id, *nj.NotBefore, mt)
 	}
 	return nil
 }
