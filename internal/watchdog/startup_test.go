@@ -35,6 +35,9 @@ func TestRunRecoversBeforeTheQueueIsReconciled(t *testing.T) {
 	e := setup(t, Config{Interval: time.Hour, StartupChunk: 16})
 	submitMany(t, e.s, "q", 200, false)
 	submitMany(t, e.s, "h", 50, true)
+	// An operator's retry cut short: killed, but back in incoming/. The
+	// part after ready still repairs it.
+	patch(t, e.s.JobDir(job.Queued, "", "q0150"), func(j *job.Job) { j.Status = job.Killed })
 	e.claim(t, "dead")
 	o := job.NewOwner(holder.Actor, holder.Agent)
 	o.PID = deadPID(t)
@@ -92,6 +95,9 @@ func TestRunRecoversBeforeTheQueueIsReconciled(t *testing.T) {
 	}
 	if st, _ := e.where(t, "dead"); st != job.Stale {
 		t.Fatalf("dead holder's job in %s, want stale", st)
+	}
+	if st, _ := e.where(t, "q0150"); st != job.Killed {
+		t.Fatalf("killed job found in incoming/ left in %s, want killed", st)
 	}
 }
 
