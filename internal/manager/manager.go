@@ -10,12 +10,17 @@
 //     attempt that crashed); otherwise it is killed ("crashed and exceeded
 //     max retries (M)"). The crash cause moves to the job's error field.
 //   - deferred/: jobs whose not_before has passed are moved to incoming/.
-//     The manager keeps an in-memory min-heap of deferred jobs by
-//     not_before, fed by watch events and rescans, so that a cycle never
-//     reads all of deferred/ except on a rescan.
+//     The manager keeps an in-memory schedule of the earliest
+//     DeferredCap deferred jobs by not_before (see schedule), fed by
+//     watch events, a fill of deferred/ made at start and whenever the
+//     schedule runs low, and a rolling rescan of RescanChunk names per
+//     Rescan; a job.json is read when the job is due, when it came into
+//     deferred/, or by a fill, never once per period.
 //   - tmp/: leftovers older than TmpMaxAge are removed.
 //   - retention: terminal jobs (succeeded, killed) older than Retention are
-//     removed, scanning at most every RetentionEvery.
+//     removed, scanning at most every RetentionEvery and at most
+//     RetentionChunk entries of each directory per scan (a lap over a
+//     big directory spans several scans).
 //
 // Every move goes through job.Spool.Move, which holds the job's claim lock;
 // a busy lock (fsq.ErrLocked) is retried when the lock goes away, or after
@@ -57,6 +62,18 @@ type Config struct {
 	Rescan          time.Duration // period of full rescans (default 10s)
 	RetryBusy       time.Duration // retry period for jobs whose lock was busy (default 1s)
 	NoNotify        bool          // rely on rescans only (no fsnotify)
+	// DeferredCap bounds the schedule of deferred jobs kept in memory
+	// (default 65536; up to twice as many between two trims).
+	DeferredCap int
+	// RescanChunk is how many names of deferred/ one Rescan relists to
+	// find what a lost event hid (default 4096).
+	RescanChunk int
+	// FillChunk is how many names of deferred/ one step of a fill reads
+	// between two looks at the loop's events (default 512).
+	FillChunk int
+	// RetentionChunk is how many entries of completed/succeeded/ and of
+	// completed/killed/ one retention scan looks at (default 20000).
+	RetentionChunk int
 	// Ready is called once, after Run's first full pass.
 	Ready func()
 	// Rand returns a random int64 in [0, n); nil means math/rand/v2.
@@ -91,6 +108,18 @@ func (c *Config) defaults() {
 	if c.Rand == nil {
 		c.Rand = defaultRand
 	}
+	if c.DeferredCap <= 0 {
+		c.DeferredCap = 65536
+	}
+	if c.RescanChunk <= 0 {
+		c.RescanChunk = 4096
+	}
+	if c.FillChunk <= 0 {
+		c.FillChunk = 512
+	}
+	if c.RetentionChunk <= 0 {
+		c.RetentionChunk = 20000
+	}
 }
 
 // Manager runs the policy over one spool. Its methods are not safe for
@@ -101,7 +130,12 @@ type Manager struct {
 	log   zerolog.Logger
 
 	sched            *schedule
-	readAt           map[string]time.Time // deferred job dir mtime when its job.json was last read
+	fill             *fsq.DirCursor // a fill of deferred/ under way (nil: none)
+	filled           bool           // a fill was started once
+	fillStart        time.Time      // when the last fill started
+	rescanCur        *fsq.DirCursor // rolling rescan of deferred/
+	retainCur        map[job.State]*fsq.DirCursor
+	reads, stats     int64                // job.json reads and rescan lstats of deferred jobs (tests, benchmark)
 	busy             map[string]job.State // jobs to retry: their lock was held
 	schemaSeen       map[string]bool      // unknown schema versions already reported
 	lastRetain       time.Time
@@ -116,7 +150,12 @@ func New(s *job.Spool, cfg Config, log zerolog.Logger) *Manager {
 	cfg.defaults()
 	m := &Manager{
 		spool: s, cfg: cfg, log: log,
-		sched: newSchedule(), readAt: map[string]time.Time{}, busy: map[string]job.State{}, schemaSeen: map[string]bool{},
+		sched: newSchedule(cfg.DeferredCap), busy: map[string]job.State{}, schemaSeen: map[string]bool{},
+		rescanCur: fsq.NewDirCursor(s.StateDir(job.Deferred)),
+		retainCur: map[job.State]*fsq.DirCursor{
+			job.Succeeded: fsq.NewDirCursor(s.StateDir(job.Succeeded)),
+			job.Killed:    fsq.NewDirCursor(s.StateDir(job.Killed)),
+		},
 	}
 	m.touch()
 	return m
@@ -135,11 +174,18 @@ func (m *Manager) Alive() bool {
 }
 
 // RunOnce is one full pass: it lists failed/ and stale/ and drives every
-// job in them, relists deferred/ and promotes the due ones, sweeps tmp/
-// and, at most every RetentionEvery, applies retention. Per-job problems
-// are logged and do not stop the pass; the error reports directories that
-// could not be scanned.
+// job in them, fills the schedule of deferred/ (the first time, or when
+// it runs low) or else rescans the next RescanChunk names of deferred/,
+// promotes the due ones, sweeps tmp/ and, at most every RetentionEvery,
+// applies retention. Per-job problems are logged and do not stop the
+// pass; the error reports directories that could not be scanned.
 func (m *Manager) RunOnce(ctx context.Context) error {
+	return m.pass(ctx, true)
+}
+
+// pass is RunOnce; without drain a fill it starts is left to the loop,
+// which makes it in steps (Run).
+func (m *Manager) pass(ctx context.Context, drain bool) error {
 	m.touch()
 	clear(m.busy) // every busy job is met again by this pass
 	var errs []error
@@ -148,8 +194,21 @@ func (m *Manager) RunOnce(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := m.rescanDeferred(ctx); err != nil {
-		errs = append(errs, err)
+	switch {
+	case m.fill != nil:
+	case !m.filled || m.sched.needFill(time.Now()):
+		m.startFill()
+	default:
+		if err := m.rescanDeferred(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if drain {
+		for m.fill != nil && ctx.Err() == nil {
+			if err := m.fillStep(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	m.promoteDue(ctx)
 	if err := m.sweepTmp(ctx); err != nil {
@@ -195,6 +254,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	watch := fsq.StartWatch(ctx, wcfg)
 	defer watch.Stop()
+	defer m.closeCursors()
 
 	timer := time.NewTimer(m.cfg.Rescan)
 	defer timer.Stop()
@@ -204,13 +264,23 @@ func (m *Manager) Run(ctx context.Context) error {
 			return durabilityLost(m.log, err)
 		}
 		timer.Reset(m.sleep())
+		var more <-chan time.Time // ready at once while a fill is under way
+		if ready && m.fill != nil {
+			more = alwaysReady
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-more:
+			m.touch()
+			if err := m.fillStep(ctx); err != nil {
+				m.log.Error().Err(err).Msg("pass incomplete")
+			}
+			m.promoteDue(ctx)
 		case ev := <-watch.Events:
 			m.touch()
 			if ev.Rescan {
-				if err := m.RunOnce(ctx); err != nil {
+				if err := m.pass(ctx, false); err != nil {
 					m.log.Error().Err(err).Msg("pass incomplete")
 				}
 				if !ready {
@@ -226,9 +296,32 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.promoteDue(ctx)
 		case <-timer.C:
 			m.touch()
+			if m.fill == nil && m.sched.needFill(time.Now()) {
+				m.startFill()
+			}
 			m.promoteDue(ctx)
 			m.retryBusy(ctx)
 		}
+	}
+}
+
+// alwaysReady is a channel that is always ready: the loop's select takes
+// it among whatever else is ready (select picks at random), so an event
+// waits for one step of a fill at most.
+var alwaysReady = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+func (m *Manager) closeCursors() {
+	if m.fill != nil {
+		m.fill.Close()
+		m.fill = nil
+	}
+	m.rescanCur.Close()
+	for _, c := range m.retainCur {
+		c.Close()
 	}
 }
 
@@ -237,6 +330,9 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) sleep() time.Duration {
 	d := m.cfg.Rescan
 	if at, ok := m.sched.next(); ok {
+		d = min(d, time.Until(at))
+	}
+	if at, ok := m.sched.wake(); ok && m.fill == nil {
 		d = min(d, time.Until(at))
 	}
 	if len(m.busy) > 0 {
@@ -250,7 +346,7 @@ func (m *Manager) handleEvent(st job.State, ev fsq.Event) {
 	case st == job.Failed && ev.Created, st == job.Stale && ev.Created:
 		m.process(st, ev.Name)
 	case st == job.Deferred && ev.Created:
-		if !m.sched.has(ev.Name) {
+		if !m.sched.has(ev.Name) { // known: managerd deferred it itself
 			m.noteDeferred(ev.Name)
 		}
 	case st == job.Deferred && ev.Removed:
@@ -336,12 +432,16 @@ func (m *Manager) report(st job.State, id string, err error) {
 }
 
 // read reads a job of state st without its lock, to decide what to do.
+// (A deferred job's reads are counted: the benchmark reports them.)
 // A corrupt job is quarantined (under its lock); a job whose status
 // disagrees with its directory is reconciled.
 func (m *Manager) read(st job.State, id string) (*job.Job, error) {
 	dir := m.spool.JobDir(st, "", id)
 	if err := job.ValidateID(id); err != nil {
 		return nil, m.quarantineUnnamed(dir, err)
+	}
+	if st == job.Deferred {
+		m.reads++
 	}
 	j, err := job.ReadJob(dir)
 	if err != nil {
@@ -384,7 +484,11 @@ func (m *Manager) handleFailed(id string) error {
 	logx.Transition(m.log, nj, job.Failed)
 	counted(job.Failed, nj.Status)
 	if nj.Status == job.Deferred && nj.NotBefore != nil {
-		m.sched.set(id, *nj.NotBefore)
+		var mt time.Time // unknown: the next rescan reads it once more
+		if fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id)); err == nil {
+			mt = fi.ModTime()
+		}
+		m.sched.set(id, *nj.NotBefore, mt)
 	}
 	return nil
 }
@@ -413,55 +517,92 @@ func (m *Manager) handleStale(id string) error {
 }
 
 // noteDeferred indexes a deferred job by its not_before; anything unusual
-// (no not_before, corrupt, wrong status) goes through promote, which deals
-// with it.
+// (no not_before, corrupt, wrong status) goes through promote, which
+// deals with it.
 func (m *Manager) noteDeferred(id string) {
 	if job.ValidateID(id) == nil {
 		dir := m.spool.JobDir(job.Deferred, "", id)
 		// The directory's mtime before the read: a job.json replaced
 		// during or after it changes the mtime, and is read again.
-		if fi, err := os.Lstat(dir); err == nil {
-			m.readAt[id] = fi.ModTime()
-		}
+		fi, ferr := os.Lstat(dir)
+		m.reads++
 		j, err := job.ReadJob(dir)
 		if errors.Is(err, fsq.ErrVanished) {
+			m.sched.remove(id)
 			return
 		}
-		if err == nil && j.Status == job.Deferred && j.NotBefore != nil {
-			m.sched.set(id, *j.NotBefore)
+		if ferr == nil && err == nil && j.Status == job.Deferred && j.NotBefore != nil {
+			m.sched.set(id, *j.NotBefore, fi.ModTime())
 			return
 		}
 	}
 	m.process(job.Deferred, id)
 }
 
-// rescanDeferred relists deferred/, reads the not_before of every job it
-// does not know or whose job.json was replaced since it was read (the
-// job directory's mtime changed: every job.json write is a rename into
-// it), and forgets the jobs that are gone. A known, unchanged job costs
-// one lstat, not a read and a parse. Between rescans the index is kept
-// by watch events alone.
-func (m *Manager) rescanDeferred(ctx context.Context) error {
-	ents, err := fsq.ScanDir(m.spool.StateDir(job.Deferred))
-	if err != nil {
-		return err
+// changedSlack is how much older than a fill's start a job directory's
+// mtime must be for the rescan to take it as read by that fill: file
+// times come from a coarser clock than time.Now.
+const changedSlack = 2 * time.Second
+
+// startFill starts a fill of the schedule: a lap over deferred/ that
+// reads every job not in the schedule (Config.FillChunk names a step).
+func (m *Manager) startFill() {
+	m.filled = true
+	m.fillStart = time.Now()
+	m.sched.refilling()
+	m.fill = fsq.NewDirCursor(m.spool.StateDir(job.Deferred))
+}
+
+// fillStep makes one step of the fill under way.
+func (m *Manager) fillStep(ctx context.Context) error {
+	if m.fill == nil {
+		return nil
 	}
-	present := make(map[string]bool, len(ents.Dirs))
+	ents, end, err := m.fill.Next(m.cfg.FillChunk)
 	for _, id := range ents.Dirs {
-		present[id] = true
-	}
-	m.sched.retain(present)
-	for id := range m.readAt {
-		if !present[id] {
-			delete(m.readAt, id)
+		if ctx.Err() != nil {
+			return nil // the cursor stays: the fill goes on from here
+		}
+		if !m.sched.has(id) {
+			m.noteDeferred(id)
 		}
 	}
+	for _, name := range ents.Hostile {
+		m.process(job.Deferred, name)
+	}
+	if end {
+		m.fill = nil
+		m.log.Debug().Int("deferred", m.sched.len()).Bool("overflow", m.sched.overflow).
+			Int64("duration_ms", time.Since(m.fillStart).Milliseconds()).Msg("deferred schedule filled")
+	}
+	return err
+}
+
+// rescanDeferred relists the next RescanChunk names of deferred/ (a lap
+// over a big deferred/ spans several rescans) to find what a lost watch
+// event or an edit in place hid, at the cost of one lstat per name: it
+// reads the job.json of a job in the schedule only if the job's directory
+// changed since it was read (every job.json write renames into it), and
+// of a job not in it only if the schedule has room for it or the
+// directory changed since the last fill started (that fill read it and
+// found it beyond the horizon). Between rescans the schedule is kept by
+// watch events alone.
+func (m *Manager) rescanDeferred(ctx context.Context) error {
+	ents, _, err := m.rescanCur.Next(m.cfg.RescanChunk)
+	cutoff := m.fillStart.Add(-changedSlack)
 	for _, id := range ents.Dirs {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if at, ok := m.readAt[id]; ok && m.sched.has(id) {
-			if fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id)); err == nil && fi.ModTime().Equal(at) {
+		if job.ValidateID(id) == nil {
+			m.stats++
+			fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id))
+			if err != nil {
+				continue // gone
+			}
+			if at, ok := m.sched.readAt(id); ok && at == fi.ModTime().UnixNano() {
+				continue
+			} else if !ok && m.sched.overflow && fi.ModTime().Before(cutoff) {
 				continue
 			}
 		}
@@ -470,7 +611,7 @@ func (m *Manager) rescanDeferred(ctx context.Context) error {
 	for _, name := range ents.Hostile {
 		m.process(job.Deferred, name)
 	}
-	return nil
+	return err
 }
 
 // promoteDue moves every deferred job whose not_before has passed to
@@ -493,7 +634,10 @@ func (m *Manager) promote(id string) error {
 		return err
 	}
 	if j.NotBefore != nil && j.NotBefore.After(time.Now()) {
-		m.sched.set(id, *j.NotBefore)
+		// Not due: indexed again. Its directory's mtime is left unknown,
+		// so the next rescan reads it once more rather than trust a read
+		// it cannot date.
+		m.sched.set(id, *j.NotBefore, time.Time{})
 		return nil
 	}
 	nj, err := m.spool.Move(id, job.Deferred, job.Queued, Actor, "not_before reached", nil)

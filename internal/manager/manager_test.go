@@ -349,6 +349,7 @@ func TestRetentionRemovesOnlyOldTerminalJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.patch(t, job.Succeeded, id, func(j *job.Job) { j.FinishedAt = &finished })
+			e.age(t, job.Succeeded, id, finished)
 		}
 		kill := func(id string, updated time.Time) {
 			e.submit(t, id, 0)
@@ -356,6 +357,7 @@ func TestRetentionRemovesOnlyOldTerminalJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.patch(t, job.Killed, id, func(j *job.Job) { j.FinishedAt, j.UpdatedAt = nil, updated })
+			e.age(t, job.Killed, id, updated)
 		}
 		succeed("ok-old", old)
 		succeed("ok-young", time.Now().UTC())

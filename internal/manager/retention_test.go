@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ func (e *env) oldTerminal(t *testing.T, succeeded, killed string, finished time.
 			t.Fatal(err)
 		}
 		e.patch(t, job.Succeeded, succeeded, func(j *job.Job) { j.FinishedAt = &finished })
+		e.age(t, job.Succeeded, succeeded, finished)
 	}
 	if killed != "" {
 		e.submit(t, killed, 0)
@@ -63,6 +65,41 @@ func (e *env) oldTerminal(t *testing.T, succeeded, killed string, finished time.
 			t.Fatal(err)
 		}
 		e.patch(t, job.Killed, killed, func(j *job.Job) { j.FinishedAt = &finished })
+		e.age(t, job.Killed, killed, finished)
+	}
+}
+
+// age sets the mtime of job id's directory to at: a job's directory is
+// last modified when it finishes (its job.json replaced), which the
+// patches that backdate a finish do not do by themselves.
+func (e *env) age(t *testing.T, st job.State, id string, at time.Time) {
+	t.Helper()
+	if err := os.Chtimes(e.s.JobDir(st, "", id), at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One retention scan looks at no more than RetentionChunk entries of a
+// directory; the next scans go on from there until every old job is
+// gone. A job whose directory changed after the cutoff is not read.
+func TestRetentionIsBoundedPerScan(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{Retention: time.Hour, RetentionChunk: 2})
+	old := time.Now().Add(-3 * time.Hour)
+	for _, id := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		e.oldTerminal(t, id, "", old)
+	}
+	left := func() int { return len(ls(t, e.s.StateDir(job.Succeeded))) }
+	for pass := 1; left() > 0; pass++ {
+		before := left()
+		e.m.lastRetain = time.Time{}
+		e.runOnce(t)
+		if removed := before - left(); removed > 2 {
+			t.Fatalf("pass %d removed %d jobs, want at most RetentionChunk (2)", pass, removed)
+		}
+		if pass > 4 {
+			t.Fatalf("%d old jobs left after %d passes", left(), pass)
+		}
 	}
 }
 

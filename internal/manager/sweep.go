@@ -62,8 +62,11 @@ func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
 		return
 	}
 	for _, de := range des {
+		if !quarantineTemp.MatchString(de.Name()) {
+			continue // no lstat for the quarantined entries themselves
+		}
 		fi, err := de.Info()
-		if err != nil || !fi.Mode().IsRegular() || !quarantineTemp.MatchString(de.Name()) || fi.ModTime().After(cutoff) {
+		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().After(cutoff) {
 			continue
 		}
 		p := filepath.Join(dir, de.Name())
@@ -77,7 +80,14 @@ func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
 
 // applyRetention removes terminal jobs (succeeded, killed) that finished
 // more than Retention ago (finished_at, or updated_at when it is unset).
-// The scan reads without the lock; each removal goes through
+// One scan looks at the next RetentionChunk entries of each directory
+// (a lap over a big directory spans several scans), and reads the
+// job.json only of a job whose directory was last modified before the
+// cutoff: a job's finish time is written into it (job.json replaced)
+// before it enters its terminal directory, so a directory modified
+// since the cutoff holds a job that finished since, or one touched after
+// it finished, which a later scan meets once the cutoff has passed that
+// modification. The scan reads without the lock; each removal goes through
 // job.Spool.Expire, which re-reads the job under its lock and leaves it
 // alone if it moved or finished again meanwhile. A pass that removed
 // anything logs one line (how many, by state, the oldest finish time);
@@ -88,10 +98,9 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 	var errs []error
 	defer func() { sum.log(m, cutoff) }()
 	for _, st := range []job.State{job.Succeeded, job.Killed} {
-		ents, err := fsq.ScanDir(m.spool.StateDir(st))
+		ents, _, err := m.retainCur[st].Next(m.cfg.RetentionChunk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("retention: %w", err))
-			continue
 		}
 		for _, id := range ents.Dirs {
 			if ctx.Err() != nil {
@@ -101,6 +110,9 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 			if err := job.ValidateID(id); err != nil {
 				m.report(st, id, m.quarantineUnnamed(dir, err))
 				continue
+			}
+			if fi, err := os.Lstat(dir); err != nil || !fi.ModTime().Before(cutoff) {
+				continue // gone, or modified since the cutoff: not expired yet
 			}
 			j, err := job.ReadJob(dir)
 			if err != nil {

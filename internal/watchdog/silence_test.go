@@ -4,7 +4,6 @@ package watchdog
 // own clock, a silent holder's handler, half-done work, the startup pass.
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -97,11 +96,7 @@ func TestHalfDoneRecoveryBehindLiveOwnerIsFinished(t *testing.T) {
 func TestStartupPassKeepsRecovering(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{Interval: time.Millisecond})
-	for i := range 1500 {
-		if _, err := e.s.Submit(job.SubmitRequest{ID: fmt.Sprintf("q%04d", i), Kind: "noop", Prompt: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitMany(t, e.s, "q", 300, false)
 	e.claim(t, "dead")
 	o := job.NewOwner(holder.Actor, holder.Agent)
 	o.PID = deadPID(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -24,85 +25,146 @@ type StartupStats struct {
 	Temps       int // temp files of atomic writes whose writer died, removed
 }
 
+// startupPass is the startup reconcile, made in two parts. The first,
+// in-progress/ (running jobs only: at most agents x slots), is made at
+// once, before the recovery loop starts. The rest, every other state
+// directory (the whole queue and every finished job), is made in steps
+// of at most Config.StartupChunk jobs between the loop's checks, so that
+// the recovery of a dead holder never waits for it.
+//
+// Why the order is safe: a recovery (RecoverJudgedLock, or Reconcile of
+// a lockless in-progress job) acts on one job under its lock and reads
+// that job's own job.json and place; it never relies on another job
+// having been reconciled. What the startup pass repairs outside
+// in-progress/ is a job whose status disagrees with its directory (an
+// operator's retry, a move or a quarantine cut short); nothing runs such
+// a job meanwhile, because every transaction re-reads job.json under the
+// lock and refuses a status it does not expect (a claim takes only a
+// queued job; managerd's moves check the state they expect and reconcile
+// a mismatch themselves). The part that recovery does depend on, the
+// status of running jobs (a commit cut short by a power cut leaves its
+// outcome in in-progress/, perhaps without a lock), is in the first
+// part, so it happens before any recovery, as before.
+type startupPass struct {
+	st     StartupStats
+	errs   []error
+	start  time.Time
+	states []job.State    // state directories still to reconcile, in order
+	cur    *fsq.DirCursor // over states[0]
+	done   bool           // the summary line was logged
+}
+
 // Startup is the full reconcile pass made when the watchdog starts: it
 // reads every job.json of every state directory once and reconciles each
 // job whose status disagrees with its directory, which rolls forward or
 // back the transactions a crash or power cut interrupted. Jobs whose lock
 // is held are left to the lock checks. It also learns the locks of
-// incoming/. It logs one summary line.
+// incoming/. It logs one summary line. Run makes the same pass in steps
+// (in-progress/ first, the rest between its checks); Startup makes all of
+// it now, checking the locks every Interval meanwhile.
 func (w *Watchdog) Startup(ctx context.Context) error {
-	start := time.Now()
-	var st StartupStats
-	var errs []error
-	// The pass reads every job.json, which takes seconds per 100k jobs:
-	// meanwhile the lock checks run every Interval, so that a holder
-	// that dies now is recovered as fast as ever. The locks are learned
-	// first (incoming/ is listed first).
+	w.startupFirst(ctx)
 	lastTick := time.Now()
-	tickNow := func() {
-		if time.Since(lastTick) < w.cfg.Interval {
-			return
+	for w.startupStep(ctx) {
+		if time.Since(lastTick) >= w.cfg.Interval {
+			if err := w.tick(ctx); err != nil {
+				w.log.Error().Err(err).Msg("check incomplete")
+			}
+			lastTick = time.Now()
 		}
-		if err := w.tick(ctx); err != nil {
-			w.log.Error().Err(err).Msg("check incomplete")
-		}
-		lastTick = time.Now()
 	}
-	for _, state := range job.States {
-		if ctx.Err() != nil {
-			break
+	return errors.Join(w.pass.errs...)
+}
+
+// startupFirst makes the first part of the startup reconcile: every job
+// of in-progress/, whose locks it learns, so that the first check judges
+// their holders.
+func (w *Watchdog) startupFirst(ctx context.Context) {
+	p := &startupPass{start: time.Now()}
+	w.pass = p
+	for _, st := range job.States {
+		if st != job.InProgress {
+			p.states = append(p.states, st)
 		}
-		if state == job.InProgress {
-			agents, err := fsq.ScanDir(w.spool.StateDir(job.InProgress))
-			if err != nil {
-				errs = append(errs, err)
+	}
+	agents, err := fsq.ScanDir(w.spool.StateDir(job.InProgress))
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return
+	}
+	p.st.Hostile += len(agents.Hostile)
+	for _, agent := range agents.Dirs {
+		ents, err := fsq.ScanDir(w.spool.AgentDir(agent))
+		if err != nil {
+			p.errs = append(p.errs, err)
+			continue
+		}
+		p.st.Hostile += len(ents.Hostile)
+		for _, id := range ents.Dirs {
+			if ctx.Err() != nil {
+				return
+			}
+			w.startupCheck(&p.st, job.InProgress, agent, id)
+			if job.ValidateID(id) != nil {
 				continue
 			}
-			st.Hostile += len(agents.Hostile)
-			for _, agent := range agents.Dirs {
-				ents, err := fsq.ScanDir(w.spool.AgentDir(agent))
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				st.Hostile += len(ents.Hostile)
-				for _, id := range ents.Dirs {
-					if ctx.Err() != nil {
-						break
-					}
-					w.startupCheck(&st, state, agent, id)
-					tickNow()
-				}
+			if _, err := os.Lstat(w.spool.LockPath(id)); err == nil {
+				w.locks[id] = true
 			}
-			continue
 		}
-		ents, err := fsq.ScanDir(w.spool.StateDir(state))
+	}
+}
+
+// startupPending reports whether the startup reconcile has steps left.
+func (w *Watchdog) startupPending() bool { return w.pass != nil && !w.pass.done }
+
+// startupStep reconciles up to Config.StartupChunk more jobs of the
+// directories after in-progress/ (learning the locks of incoming/ on
+// the way) and reports whether steps are left. The step that finishes
+// the pass logs its summary line.
+func (w *Watchdog) startupStep(ctx context.Context) bool {
+	p := w.pass
+	if p == nil || p.done {
+		return false
+	}
+	if len(p.states) > 0 && ctx.Err() == nil {
+		state := p.states[0]
+		if p.cur == nil {
+			p.cur = fsq.NewDirCursor(w.spool.StateDir(state))
+		}
+		ents, end, err := p.cur.Next(w.cfg.StartupChunk)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			p.errs = append(p.errs, err)
 		}
-		st.Hostile += len(ents.Hostile)
-		if state == job.Queued {
-			for _, id := range ents.Dirs {
-				if lid, ok := strings.CutSuffix(id, job.LockSuffix); ok {
-					w.locks[lid] = true
-				}
-			}
-		}
+		p.st.Hostile += len(ents.Hostile)
 		for _, id := range ents.Dirs {
 			if ctx.Err() != nil {
 				break
 			}
-			if state == job.Queued && strings.HasSuffix(id, job.LockSuffix) {
-				continue
+			if state == job.Queued {
+				if lid, ok := strings.CutSuffix(id, job.LockSuffix); ok {
+					w.locks[lid] = true
+					continue
+				}
 			}
-			w.startupCheck(&st, state, "", id)
-			tickNow()
+			w.startupCheck(&p.st, state, "", id)
+		}
+		if end {
+			p.cur = nil
+			p.states = p.states[1:]
+		}
+		if len(p.states) > 0 && ctx.Err() == nil {
+			return true
 		}
 	}
-	w.sweepTemps(&st, w.spool.Path(job.CorruptDir), func(t string) bool {
+	if p.cur != nil {
+		p.cur.Close()
+		p.cur = nil
+	}
+	w.sweepTemps(&p.st, w.spool.Path(job.CorruptDir), func(t string) bool {
 		return strings.HasSuffix(t, ".quarantine.json")
 	})
+	st := p.st
 	ev := w.log.Info()
 	if st.Reconciled+st.Quarantined+st.Failed+st.Schema+st.Hostile > 0 {
 		ev = w.log.Warn()
@@ -110,12 +172,16 @@ func (w *Watchdog) Startup(ctx context.Context) error {
 	ev.Int("jobs", st.Jobs).Int("consistent", st.Consistent).Int("reconciled", st.Reconciled).
 		Int("quarantined", st.Quarantined).Int("busy", st.Busy).Int("schema_mismatch", st.Schema).
 		Int("hostile", st.Hostile).Int("failed", st.Failed).Int("temps_removed", st.Temps).
-		Int64("duration_ms", time.Since(start).Milliseconds()).
+		Int64("duration_ms", time.Since(p.start).Milliseconds()).
 		Msg("startup reconcile done")
-	return errors.Join(errs...)
+	p.done = true
+	return false
 }
 
 func (w *Watchdog) startupCheck(st *StartupStats, state job.State, agent, id string) {
+	if w.onStartupCheck != nil {
+		w.onStartupCheck(state, id)
+	}
 	if job.ValidateID(id) != nil {
 		st.Hostile++
 		return

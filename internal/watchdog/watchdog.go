@@ -19,10 +19,21 @@
 // in-progress/*/ (only running jobs) for jobs that have no lock at all,
 // which it reconciles once they are older than LockGrace.
 //
-// At startup (the first RunOnce) it makes one full reconcile pass over
-// every state directory, reading each job.json once and reconciling every
-// job whose status disagrees with its directory: that is what repairs a
-// spool after a power cut.
+// At startup it makes one full reconcile pass over every state
+// directory, reading each job.json once and reconciling every job whose
+// status disagrees with its directory: that is what repairs a spool after
+// a power cut. Run makes in-progress/ (running jobs only) first, checks
+// the locks and is ready; the rest of the pass (the queue and the
+// finished jobs) goes on in steps of StartupChunk jobs between the
+// checks, so that recovery never waits for it (see startupPass).
+//
+// After the startup, incoming/ is relisted for locks ListChunk names per
+// Rescan (a lap over a large queue spans several rescans): the set is
+// kept by watch events, the locks of running jobs are learned from
+// in-progress/ every Interval, and a lock that is gone is forgotten when
+// it is checked, so the relisting only finds what a lost event hid.
+// Without fsnotify (NoNotify) every Rescan starts a whole lap, made in
+// steps between the checks.
 package watchdog
 
 import (
@@ -62,9 +73,17 @@ type Config struct {
 	Interval       time.Duration // period of lock checks (default 500ms)
 	CrashThreshold time.Duration // heartbeat age that makes an owner silent (default 30s)
 	LockGrace      time.Duration // age before a lock without owner, or a job without lock, is recovered (default 5s)
-	Rescan         time.Duration // period of full relistings of incoming/ (default 10s)
+	Rescan         time.Duration // period of relistings of incoming/ (default 10s)
 	NoNotify       bool          // rely on rescans only (no fsnotify)
-	// Ready is called once, after Run's first full pass.
+	// StartupChunk is how many jobs one step of the startup reconcile
+	// reads between two looks at the loop's events (default 256).
+	StartupChunk int
+	// ListChunk is how many names of incoming/ one Rescan relists for
+	// locks, and one step of a lap reads (default 16384).
+	ListChunk int
+	// Ready is called once, after Run's first check (in-progress/
+	// reconciled, every known lock judged); the rest of the startup
+	// reconcile goes on after it.
 	Ready func()
 	// Now is the watchdog's clock (default time.Now). Silence and the
 	// grace periods are measured only as durations between two of its
@@ -91,6 +110,12 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.StartupChunk <= 0 {
+		c.StartupChunk = 256
+	}
+	if c.ListChunk <= 0 {
+		c.ListChunk = 16384
+	}
 }
 
 // Watchdog recovers the jobs of dead and silent lock holders in one spool.
@@ -109,14 +134,20 @@ type Watchdog struct {
 	seen    map[string]observation
 	waiting map[string]bool // ids whose recovery waits for an execution to end (logged once)
 	started bool
-	active  atomic.Int64 // unix nanoseconds of the last loop activity
+	pass    *startupPass   // the startup reconcile, while steps of it are left
+	lockCur *fsq.DirCursor // relisting of incoming/ for locks
+	lockLap bool           // a lap of lockCur runs in steps between checks
+	active  atomic.Int64   // unix nanoseconds of the last loop activity
+
+	onStartupCheck func(state job.State, id string) // tests: before the startup pass reads a job
 }
 
 // New returns a watchdog for spool s.
 func New(s *job.Spool, cfg Config, log zerolog.Logger) *Watchdog {
 	cfg.defaults()
 	w := &Watchdog{spool: s, cfg: cfg, log: log, locks: map[string]bool{}, quiet: map[string]time.Time{},
-		seen: map[string]observation{}, waiting: map[string]bool{}}
+		seen: map[string]observation{}, waiting: map[string]bool{},
+		lockCur: fsq.NewDirCursor(s.StateDir(job.Queued))}
 	w.touch()
 	return w
 }
@@ -130,23 +161,39 @@ func (w *Watchdog) Alive() bool {
 	return time.Since(time.Unix(0, w.active.Load())) < limit
 }
 
-// RunOnce is one full pass: the startup reconcile (first call only), a
-// relisting of the locks in incoming/, and one check of every lock and of
-// in-progress/. The error reports directories that could not be scanned.
+// RunOnce is one full pass: a relisting of the locks in incoming/ and
+// one check of every lock and of in-progress/; the first call makes the
+// startup reconcile's first part (in-progress/) before the check and
+// all the rest after it. The error reports directories that could not be
+// scanned.
 func (w *Watchdog) RunOnce(ctx context.Context) error {
 	w.touch()
 	var errs []error
-	if !w.started {
+	first := !w.started
+	if first {
 		w.started = true
-		if err := w.Startup(ctx); err != nil {
-			errs = append(errs, err)
-		}
+		w.startupFirst(ctx)
 	}
 	if err := w.rescanLocks(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := w.tick(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if first {
+		lastTick := time.Now()
+		for w.startupStep(ctx) {
+			if time.Since(lastTick) >= w.cfg.Interval {
+				if err := w.tick(ctx); err != nil {
+					w.log.Error().Err(err).Msg("check incomplete")
+				}
+				lastTick = time.Now()
+			}
+		}
+		errs = append(errs, w.pass.errs...)
+		if err := w.tick(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -157,8 +204,11 @@ func (w *Watchdog) RunOnce(ctx context.Context) error {
 const EventCoalesce = 20 * time.Millisecond
 
 // Run checks the locks every Interval until ctx is done, keeping the set
-// of locks from watch events on incoming/ and relisting it on every
-// rescan. The first rescan runs RunOnce (with the startup reconcile).
+// of locks from watch events on incoming/ and relisting it on rescans.
+// The first rescan makes the startup reconcile's first part
+// (in-progress/) and the first check, and the watchdog is ready; the
+// rest of the startup reconcile and the first lap over incoming/'s locks
+// go on in steps between the checks and events.
 func (w *Watchdog) Run(ctx context.Context) error {
 	incoming := w.spool.StateDir(job.Queued)
 	// Lock churn is read in batches: every claim and commit makes and
@@ -172,29 +222,45 @@ func (w *Watchdog) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(w.cfg.Interval)
 	defer tick.Stop()
+	defer w.lockCur.Close()
 	ready := false
 	for {
 		if err := fsq.DurabilityErr(); err != nil {
 			return durabilityLost(w.log, err)
 		}
+		var more <-chan time.Time // ready at once while background steps are left
+		if ready && (w.lockLap || w.startupPending()) {
+			more = alwaysReady
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-more:
+			w.touch()
+			w.background(ctx)
 		case ev := <-watch.Events:
 			w.touch()
 			switch {
 			case ev.Rescan && !ready:
-				if err := w.RunOnce(ctx); err != nil {
-					w.log.Error().Err(err).Msg("pass incomplete")
+				w.started = true
+				w.startupFirst(ctx)
+				if err := w.tick(ctx); err != nil {
+					w.log.Error().Err(err).Msg("check incomplete")
 				}
 				ready = true
+				w.lockLap = true
 				w.log.Info().Int("locks", len(w.locks)).Msg("first pass done; ready")
 				if w.cfg.Ready != nil {
 					w.cfg.Ready()
 				}
 			case ev.Rescan:
-				if err := w.rescanLocks(); err != nil {
-					w.log.Error().Err(err).Msg("rescan failed")
+				w.pruneQuiet()
+				switch {
+				case w.lockLap:
+				case w.cfg.NoNotify:
+					w.lockLap = true // no events: every rescan is a whole lap
+				default:
+					w.relistLocks(w.cfg.ListChunk)
 				}
 			case ev.Dir == incoming && strings.HasSuffix(ev.Name, job.LockSuffix):
 				id := strings.TrimSuffix(ev.Name, job.LockSuffix)
@@ -216,7 +282,70 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 }
 
-// rescanLocks relists incoming/ and replaces the set of known locks.
+// alwaysReady is a channel that is always ready: the loop's select takes
+// it among whatever else is ready (select picks at random), so a check or
+// an event waits for one background step at most.
+var alwaysReady = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+// background makes one step of what runs between the checks: the lap
+// over incoming/'s locks first (names only), then the startup reconcile.
+func (w *Watchdog) background(ctx context.Context) {
+	if w.lockLap {
+		w.relistLocks(w.cfg.ListChunk)
+		return
+	}
+	if !w.startupStep(ctx) && len(w.pass.errs) > 0 {
+		w.log.Error().Err(errors.Join(w.pass.errs...)).Msg("pass incomplete")
+	}
+}
+
+// relistLocks reads up to n more names of incoming/ and adds the locks
+// among them to the known set. A lap's end forgets what was seen of
+// locks no longer known (a lock that is gone is forgotten when checked).
+func (w *Watchdog) relistLocks(n int) {
+	ents, end, err := w.lockCur.Next(n)
+	if err != nil {
+		w.log.Error().Err(err).Msg("rescan failed")
+	}
+	for _, list := range [][]string{ents.Dirs, ents.Hostile} {
+		for _, name := range list {
+			if id, ok := strings.CutSuffix(name, job.LockSuffix); ok {
+				w.locks[id] = true
+			}
+		}
+	}
+	if end {
+		w.lockLap = false
+		w.pruneSeen()
+	}
+}
+
+// pruneQuiet forgets the recoveries whose pause has ended.
+func (w *Watchdog) pruneQuiet() {
+	now := w.cfg.Now()
+	for id, until := range w.quiet {
+		if now.After(until) {
+			delete(w.quiet, id)
+		}
+	}
+}
+
+// pruneSeen forgets what was seen of locks no longer known.
+func (w *Watchdog) pruneSeen() {
+	for key := range w.seen {
+		if id, ok := strings.CutPrefix(key, "lock/"); ok && !w.locks[id] {
+			delete(w.seen, key)
+			delete(w.waiting, id)
+		}
+	}
+}
+
+// rescanLocks relists the whole of incoming/ and replaces the set of
+// known locks (RunOnce; Run relists in steps).
 func (w *Watchdog) rescanLocks() error {
 	ents, err := fsq.ScanDir(w.spool.StateDir(job.Queued))
 	if err != nil {
@@ -229,18 +358,8 @@ func (w *Watchdog) rescanLocks() error {
 		}
 	}
 	w.locks = locks
-	now := w.cfg.Now()
-	for id, until := range w.quiet {
-		if now.After(until) {
-			delete(w.quiet, id)
-		}
-	}
-	for key := range w.seen {
-		if id, ok := strings.CutPrefix(key, "lock/"); ok && !locks[id] {
-			delete(w.seen, key)
-			delete(w.waiting, id)
-		}
-	}
+	w.pruneQuiet()
+	w.pruneSeen()
 	return nil
 }
 

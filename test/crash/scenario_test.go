@@ -60,8 +60,8 @@ func runLifecycle(c *cluster, o lifecycleOptions) {
 	// watchdogd's startup reconcile quarantines bad-0 before any agent
 	// could claim it; bad-1, planted once the agents run, is theirs.
 	c.start("watchdogd", "watchdogd", fastWatchdog...)
-	if !waitUntil(60*time.Second, func() bool { return c.logged("watchdogd", "first pass done") }) {
-		t.Error("watchdogd never finished its first pass")
+	if !waitUntil(60*time.Second, func() bool { return c.logged("watchdogd", "startup reconcile done") }) {
+		t.Error("watchdogd never finished its startup reconcile")
 	}
 	c.start("managerd", "managerd", fastManager...)
 	c.startAgent("a1")
