@@ -115,6 +115,10 @@ type FarroRun struct {
 	FrontierDisk int64                    // crawls/NAME without bodies/ and gates/ (allocated bytes)
 	BodyDisk     int64                    // crawls/NAME/bodies
 	JobDisk      int64                    // the URL jobs' directories in the spool
+	// SpoolInodes is how many inodes the spool gained during the crawl
+	// (every file and directory under it, hard links once), counted
+	// once the crawl is done: what a crawl keeps per page.
+	SpoolInodes int64
 	Strace       map[string]string        // per daemon: strace -c summary
 	Perf         map[string]string        // per daemon: perf report, top symbols
 	InFlight     float64                  // mean of in_flight over the status polls
@@ -187,6 +191,7 @@ func Farro(c FarroConfig) (Run, error) {
 	if m, err := sys.ReadMem(md.PID()); err == nil {
 		fr.MgrBaseKiB = m.RSS
 	}
+	inodes0 := countInodes(spool)
 	cpu0 := map[string]time.Duration{}
 	for name, p := range daemons {
 		cpu0[name], _ = sys.CPUTime(p.PID())
@@ -287,12 +292,33 @@ func Farro(c FarroConfig) (Run, error) {
 		sp.Stop(syscall.SIGINT, 10*time.Second) // strace prints its summary on detach
 	}
 	cdir := filepath.Join(spool, "crawls", crawlName)
+	fr.SpoolInodes = countInodes(spool) - inodes0
 	fr.BodyDisk = duAlloc(filepath.Join(cdir, "bodies"), nil)
 	fr.FrontierDisk = duAlloc(cdir, func(rel string) bool { return rel == "bodies" || rel == "gates" })
 	for _, d := range []string{"completed", "incoming", "in-progress", "deferred", "stale", "held"} {
 		fr.JobDisk += duAlloc(filepath.Join(spool, d), nil)
 	}
 	return r, nil
+}
+
+// countInodes counts the distinct inodes under root (root included):
+// every file and directory, a hard-linked file once.
+func countInodes(root string) int64 {
+	seen := map[uint64]bool{}
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			seen[st.Ino] = true
+		}
+		return nil
+	})
+	return int64(len(seen))
 }
 
 // duAlloc adds up the allocated size of every file and directory under
