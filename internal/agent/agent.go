@@ -236,6 +236,10 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-a.idx.refillReq: // the index dropped jobs and runs low
+			if err := a.idx.refill(); err != nil {
+				a.log.Error().Err(err).Msg("refill index from incoming")
+			}
 		case ev := <-events:
 			switch {
 			case ev.Rescan:
