@@ -36,8 +36,10 @@ import (
 // when hints are kept), so next reads job.json lazily: the best
 // candidate is read, and handed out only if it is still at least as good
 // as the next one's estimate; otherwise it goes back with its real keys.
-// The order handed out is therefore exactly the order of job.json among
-// the jobs held. A job that appears by an event is read at once.
+// The order handed out is therefore exactly the order of job.json: a
+// candidate read is handed out only if it is also no worse than bound,
+// the best estimate of what the index dropped, and otherwise after a
+// refill. A job that appears by an event is read at once.
 //
 // A job of a kind the agent cannot run (no handler, or its handler is in
 // an outage: runnable says no) is never handed to a slot: next parks it,
@@ -62,14 +64,41 @@ type index struct {
 	parkedOver map[string]bool            // kinds whose parked jobs were dropped (cap)
 	kinds      map[string]string          // interned kinds
 	more       bool                       // incoming/ holds candidates the index dropped
-	wake       chan struct{}
-	refillReq  chan struct{} // a refill is wanted (served by the agent's consume loop)
-	refillMu   sync.Mutex    // one refill at a time
-	skipFor    time.Duration
+	// bound, while more, is the best estimate of a candidate dropped (a
+	// refill's estimate of it): no job outside the index is better. A
+	// candidate worse than bound is handed out only after a refill.
+	bound    cand
+	boundSet bool
+	// cursor, when set, is an estimate up to which every job of
+	// incoming/ is held, handed out, or parked and dropped (cap): a
+	// refill takes only jobs after it, so that more jobs of kinds the
+	// agent cannot run than it may hold do not hide the others (nor are
+	// read again at every refill). It moves to the worst of the last
+	// refill's jobs once one of them was dropped as parked, and is reset
+	// when a kind is unparked, a job held is dropped before it, a job is
+	// skipped, and every cursorLife (jobs that arrived unseen).
+	cursor      cand
+	cursorSet   bool
+	cursorSince time.Time
+	lastWorst   cand // the worst job the last refill took
+	lastSet     bool
+	parkDropped bool // a job was dropped as parked since the last refill
+	wake        chan struct{}
+	refillReq   chan struct{} // a refill is wanted (served by the agent's consume loop)
+	refillMu    sync.Mutex    // one refill at a time
+	skipFor     time.Duration
 	// reads counts the job.json reads of the index (tests: the start
 	// does not read every job).
 	reads atomic.Int64
 }
+
+// maxNegative bounds the jobs of negative priority a refill sets apart
+// (a few MiB); beyond, they are taken at the default priority, read,
+// and handed out in their order all the same.
+const maxNegative = 1 << 16
+
+// cursorLife is how long a refill cursor is trusted.
+const cursorLife = 5 * time.Minute
 
 // defaultIndexCap is how many candidates an agent holds: about 100 bytes
 // each, so well under a MiB, and a refill per 4096 claims.
@@ -125,14 +154,19 @@ func clampPriority(p int) int32 {
 }
 
 // estimate is what a listing tells of job id: its hinted priority, and
-// the creation time its ID carries (the oldest possible if none).
+// the creation time its ID carries. An ID that carries none is estimated
+// the newest of its priority (math.MaxInt64) and read as soon as it is
+// taken (timeless).
 func estimate(id string, prio int, hinted bool) cand {
-	c := cand{id: id, priority: clampPriority(prio), created: math.MinInt64, hinted: hinted}
+	c := cand{id: id, priority: clampPriority(prio), created: math.MaxInt64, hinted: hinted}
 	if t, ok := job.IDTime(id); ok {
 		c.created = t.UnixNano()
 	}
 	return c
 }
+
+// timeless reports whether c's created is no estimate from its ID.
+func (c *cand) timeless() bool { return !c.read && c.created == math.MaxInt64 }
 
 // add reads incoming/<id>/job.json and queues the id, once. Unreadable jobs
 // are queued anyway: the claim quarantines them.
@@ -208,7 +242,8 @@ func (x *index) push(cs []cand) {
 }
 
 // trim keeps the best cap candidates once the heap holds twice as many
-// (mu held); the others are forgotten until a refill finds them again.
+// (mu held); the others are forgotten until a refill finds them again,
+// and the best of them bounds what may be handed out meanwhile.
 func (x *index) trim() {
 	if len(x.h) <= 2*x.cap {
 		return
@@ -216,10 +251,21 @@ func (x *index) trim() {
 	sort.Slice(x.h, func(i, j int) bool { return x.h[i].before(&x.h[j]) })
 	for _, c := range x.h[x.cap:] {
 		delete(x.known, c.id)
+		x.lowerBound(c)
+		if e := estimate(c.id, int(c.priority), c.priority != 0); x.cursorSet && !x.cursor.before(&e) {
+			x.cursorSet = false // a refill must find it again
+		}
 	}
 	clear(x.h[x.cap:])
 	x.h = x.h[:x.cap] // sorted: still a heap
 	x.more = true
+}
+
+// lowerBound notes a dropped candidate's estimate e (mu held).
+func (x *index) lowerBound(e cand) {
+	if !x.boundSet || e.before(&x.bound) {
+		x.bound, x.boundSet = e, true
+	}
 }
 
 func (x *index) signal() {
@@ -233,10 +279,14 @@ func (x *index) signal() {
 // holds few (mu held).
 func (x *index) wantRefill() {
 	if x.more && len(x.h) <= x.cap/4 {
-		select {
-		case x.refillReq <- struct{}{}:
-		default:
-		}
+		x.askRefill()
+	}
+}
+
+func (x *index) askRefill() {
+	select {
+	case x.refillReq <- struct{}{}:
+	default:
 	}
 }
 
@@ -272,8 +322,11 @@ func (x *index) tryNext() (cand, bool) {
 		if !c.read {
 			x.mu.Unlock()
 			ok := x.read(&c)
-			if !ok && c.hinted {
+			switch {
+			case !ok && c.hinted:
 				x.dropStaleHint(c)
+			case ok && c.priority != 0 && !c.hinted && c.kind != "":
+				x.repairHint(c)
 			}
 			x.mu.Lock()
 			if !ok {
@@ -284,6 +337,13 @@ func (x *index) tryNext() (cand, bool) {
 				heap.Push(&x.h, c) // its estimate was better than it is
 				continue
 			}
+		}
+		if x.more && x.boundSet && x.bound.before(&c) {
+			// A job the index dropped may be better: refill first.
+			heap.Push(&x.h, c)
+			x.askRefill()
+			x.mu.Unlock()
+			return cand{}, false
 		}
 		if c.kind != "" && x.runnable != nil && !x.runnable(c.kind) {
 			if x.park(c) {
@@ -298,6 +358,13 @@ func (x *index) tryNext() (cand, bool) {
 		}
 		return c, true
 	}
+}
+
+// repairHint writes the missing hint of a job read whose priority is
+// not the default (a spool older than hints, a hint lost): otherwise
+// every refill would estimate it wrong and read it again.
+func (x *index) repairHint(c cand) {
+	_ = x.spool.RepairHint(int(c.priority), c.id)
 }
 
 // dropStaleHint removes the hint of a job that left incoming/ for good.
@@ -316,7 +383,7 @@ func (x *index) park(c cand) bool {
 	}
 	if len(m) >= x.cap {
 		delete(x.known, c.id)
-		x.parkedOver[c.kind] = true
+		x.parkedOver[c.kind], x.parkDropped = true, true
 		return false
 	}
 	m[c.id] = c
@@ -339,8 +406,11 @@ func (x *index) unpark(kind string) {
 	m := x.parked[kind]
 	delete(x.parked, kind)
 	if x.parkedOver[kind] {
+		// The jobs dropped may be better than any held: found by a
+		// refill before the next is handed out.
 		delete(x.parkedOver, kind)
-		x.more = true // the jobs dropped are found by the next refill
+		x.more, x.cursorSet = true, false
+		x.lowerBound(cand{priority: math.MaxInt32, created: math.MinInt64})
 	}
 	cs := make([]cand, 0, len(m))
 	for _, c := range m {
@@ -410,7 +480,7 @@ func (x *index) skipUntil(id string, until time.Time) {
 	x.mu.Lock()
 	delete(x.known, id)
 	x.skip[id] = until
-	x.more = true // found again by a refill once the skip is over
+	x.more, x.cursorSet = true, false // found again by a refill once the skip is over
 	x.mu.Unlock()
 }
 
@@ -441,7 +511,16 @@ func (x *index) refill() error {
 	defer x.refillMu.Unlock()
 	now := time.Now()
 	x.mu.Lock()
-	x.more = false // what is dropped from here on sets it again
+	x.more, x.boundSet = false, false // what is dropped from here on sets them again
+	if x.cursorSet && now.Sub(x.cursorSince) > cursorLife {
+		x.cursorSet = false
+	}
+	if x.parkDropped && x.lastSet && (!x.cursorSet || x.cursor.before(&x.lastWorst)) {
+		x.cursor, x.cursorSet, x.cursorSince = x.lastWorst, true, now
+	}
+	x.parkDropped = false
+	cursor, cursorSet := x.cursor, x.cursorSet
+	after := func(e cand) bool { return !cursorSet || cursor.before(&e) }
 	for id, until := range x.skip {
 		if now.After(until) {
 			delete(x.skip, id)
@@ -463,19 +542,30 @@ func (x *index) refill() error {
 	x.mu.Unlock()
 
 	sel := newSelection(x.cap)
-	// Hints first: a hinted estimate is never worse than the same job's
-	// listing estimate, so the listing's offer of a hinted job is refused
-	// whenever its hint's was.
+	// Hints first. A positive hint's estimate is better than the same
+	// job's listing estimate, so the listing's offer of it is refused
+	// whenever the hint's was; the jobs of negative hints are remembered
+	// (up to maxNegative) so that the listing does not offer them at the
+	// default priority.
+	neg := map[string]struct{}{}
 	// A hints' directory that cannot be listed costs only order: the
 	// listing below still finds every job.
 	_ = x.spool.ScanHints(func(prio int, id string) {
-		if _, ok := held[id]; ok || !sel.wouldTake(estimate(id, prio, true)) {
+		e := estimate(id, prio, true)
+		if prio < 0 && len(neg) < maxNegative {
+			neg[id] = struct{}{}
+		}
+		if _, ok := held[id]; ok || !after(e) {
+			return
+		}
+		if !sel.wouldTake(e) {
+			sel.drop(e)
 			return
 		}
 		if _, err := os.Lstat(x.spool.JobDir(job.Queued, "", id)); err != nil {
 			return // not queued now (a stale hint is dropped when read)
 		}
-		sel.offer(estimate(id, prio, true))
+		sel.offer(e)
 	})
 	err := fsq.ScanDirFunc(x.spool.StateDir(job.Queued), func(name string, _ bool) error {
 		// Entries that are not directories but carry a valid id are
@@ -489,7 +579,12 @@ func (x *index) refill() error {
 		if _, ok := held[name]; ok {
 			return nil
 		}
-		sel.offer(estimate(name, 0, false))
+		if _, ok := neg[name]; ok {
+			return nil
+		}
+		if e := estimate(name, 0, false); after(e) {
+			sel.offer(e)
+		}
 		return nil
 	})
 	if err != nil {
@@ -500,8 +595,12 @@ func (x *index) refill() error {
 	}
 	cs := sel.take()
 	x.mu.Lock()
+	if x.lastSet = len(cs) > 0; x.lastSet {
+		x.lastWorst = cs[0] // the top of the selection's heap
+	}
 	if sel.dropped {
 		x.more = true
+		x.lowerBound(sel.best)
 	}
 	for id, listed := range parked { // parked jobs whose removal was missed
 		if !listed {
@@ -520,7 +619,21 @@ func (x *index) refill() error {
 		keep = append(keep, c)
 	}
 	x.mu.Unlock()
+	// A timeless candidate is read now: its estimate is no lower bound,
+	// so the heap's order needs its real keys.
+	read := keep[:0]
+	for _, c := range keep {
+		if c.timeless() && !x.read(&c) {
+			x.mu.Lock()
+			delete(x.known, c.id)
+			x.mu.Unlock()
+			continue
+		}
+		read = append(read, c)
+	}
+	keep = read
 	x.push(keep)
+	x.signal() // also when nothing was new: a slot waits for this refill
 	return nil
 }
 
@@ -537,6 +650,14 @@ type selection struct {
 	h       worstHeap
 	ids     map[string]int32 // id -> position in h
 	dropped bool             // some offer was refused or evicted
+	best    cand             // the best refused or evicted, if dropped
+}
+
+func (s *selection) drop(c cand) {
+	if !s.dropped || c.before(&s.best) {
+		s.best = c
+	}
+	s.dropped = true
 }
 
 func newSelection(n int) *selection {
@@ -564,10 +685,11 @@ func (s *selection) offer(c cand) {
 		heap.Push(&s.h, c)
 		return
 	}
-	s.dropped = true
 	if !c.before(&s.h.c[0]) {
+		s.drop(c)
 		return
 	}
+	s.drop(s.h.c[0])
 	delete(s.ids, s.h.c[0].id)
 	s.h.c[0] = c
 	s.ids[c.id] = 0

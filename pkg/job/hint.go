@@ -13,11 +13,11 @@ import (
 	"github.com/farro-dev/farro/pkg/fsq"
 )
 
-// Priority hints. A job submitted with a priority above the default (0)
-// also gets an empty file incoming/.priority/<priority>.<id>, created in
+// Priority hints. A job submitted with a priority other than the
+// default (0) also gets an empty file incoming/.priority/<priority>.<id>, created in
 // the same group commit as the job (no sync of its own). agentd learns
 // from one listing of that directory which jobs to claim before the
-// default-priority ones, instead of reading every job.json of incoming/
+// default-priority ones (and which after), instead of reading every job.json of incoming/
 // before its first claim. A hint is only a hint: the claim reads job.json
 // and verifies; a hint that is missing (lost, or a spool older than
 // hints) costs only order, one that is stale or hostile (a FIFO, a huge
@@ -35,31 +35,41 @@ func (s *Spool) HintDir() string { return s.Path(Queued.Dir(), PriorityHintDir) 
 func HintName(prio int, id string) string { return strconv.Itoa(prio) + "." + id }
 
 // ParseHint splits a hint's name; ok is false for a name that is not a
-// hint of a positive priority and a valid job id.
+// hint of a priority other than 0 and a valid job id.
 func ParseHint(name string) (prio int, id string, ok bool) {
 	p, id, found := strings.Cut(name, ".")
 	if !found || len(p) > 10 {
 		return 0, "", false
 	}
 	prio, err := strconv.Atoi(p)
-	if err != nil || prio <= 0 || ValidateID(id) != nil {
+	if err != nil || prio == 0 || ValidateID(id) != nil {
 		return 0, "", false
 	}
 	return prio, id, true
 }
 
-// writeHint creates j's hint if its priority is above the default. It
+// writeHint creates j's hint if its priority is not the default. It
 // syncs nothing but the hints' directory when it is made: the caller's
 // barrier makes the hint durable with the job.
 func (s *Spool) writeHint(j *Job) error {
-	if j.Priority <= 0 {
+	if j.Priority == 0 {
+		return nil
+	}
+	return s.RepairHint(j.Priority, j.ID)
+}
+
+// RepairHint creates the hint (prio, id) if it is missing, unsynced (the
+// hints' directory is made durably). agentd calls it for a queued job
+// it read whose hint was missing.
+func (s *Spool) RepairHint(prio int, id string) error {
+	if prio == 0 || ValidateID(id) != nil {
 		return nil
 	}
 	dir := s.HintDir()
 	if err := fsq.MkdirDurable(dir); err != nil {
 		return err
 	}
-	err := fsq.CreateFileUnsynced(filepath.Join(dir, HintName(j.Priority, j.ID)), nil)
+	err := fsq.CreateFileUnsynced(filepath.Join(dir, HintName(prio, id)), nil)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
