@@ -97,6 +97,9 @@ type index struct {
 // and handed out in their order all the same.
 const maxNegative = 1 << 16
 
+// maxPrune bounds the stale hints a refill looks into.
+const maxPrune = 256
+
 // cursorLife is how long a refill cursor is trusted.
 const cursorLife = 5 * time.Minute
 
@@ -548,6 +551,7 @@ func (x *index) refill() error {
 	// (up to maxNegative) so that the listing does not offer them at the
 	// default priority.
 	neg := map[string]struct{}{}
+	pruned := 0
 	// A hints' directory that cannot be listed costs only order: the
 	// listing below still finds every job.
 	_ = x.spool.ScanHints(func(prio int, id string) {
@@ -563,7 +567,13 @@ func (x *index) refill() error {
 			return
 		}
 		if _, err := os.Lstat(x.spool.JobDir(job.Queued, "", id)); err != nil {
-			return // not queued now (a stale hint is dropped when read)
+			// Not queued now. A hint whose job is gone or terminal is
+			// dropped (a few per refill: each costs a Locate).
+			if os.IsNotExist(err) && pruned < maxPrune {
+				pruned++
+				_, _ = x.spool.DropStaleHint(prio, id)
+			}
+			return
 		}
 		sel.offer(e)
 	})

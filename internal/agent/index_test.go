@@ -209,6 +209,10 @@ func TestIndexHintsMissingStaleOrHostile(t *testing.T) {
 				if err := os.Symlink("/etc/passwd", filepath.Join(hints, job.HintName(10, jobs[5].ID))); err != nil {
 					t.Fatal(err)
 				}
+				old := time.Now().Add(-2 * job.TempGrace)
+				if err := os.Chtimes(filepath.Join(hints, job.HintName(50, "gone")), old, old); err != nil {
+					t.Fatal(err)
+				}
 			}
 			x := newIndex(s)
 			x.cap = 3
@@ -218,6 +222,12 @@ func TestIndexHintsMissingStaleOrHostile(t *testing.T) {
 			got := drain(t, s, x, tc == "stale", nil)
 			if len(got) != len(jobs) {
 				t.Fatalf("claimed %d jobs, want %d", len(got), len(jobs))
+			}
+			if tc == "stale" {
+				// The hint of a job that exists nowhere is dropped.
+				if _, err := os.Lstat(filepath.Join(hints, job.HintName(50, "gone"))); !os.IsNotExist(err) {
+					t.Errorf("stale hint of a job gone: %v, want it removed", err)
+				}
 			}
 		})
 	}
