@@ -237,15 +237,11 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 		case <-ctx.Done():
 			return
 		case <-a.idx.refillReq: // the index dropped jobs and runs low
-			if err := a.idx.refill(); err != nil {
-				a.log.Error().Err(err).Msg("refill index from incoming")
-			}
+			a.refill("low")
 		case ev := <-events:
 			switch {
 			case ev.Rescan:
-				if err := a.idx.rescan(); err != nil {
-					a.log.Error().Err(err).Msg("rescan incoming")
-				}
+				a.refill("rescan")
 				a.rdOnce.Do(func() { close(a.ready) })
 			case ev.Created:
 				a.idx.add(ev.Name)
@@ -254,6 +250,17 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 			}
 		}
 	}
+}
+
+// refill lists incoming/ into the index (see index.refill).
+func (a *Agent) refill(why string) {
+	start := time.Now()
+	n, err := a.idx.refill()
+	if err != nil {
+		a.log.Error().Err(err).Str("why", why).Msg("rescan incoming")
+		return
+	}
+	a.log.Debug().Str("why", why).Int("taken", n).Int("held", a.idx.len()).Dur("took_ms", time.Since(start)).Msg("index refilled from a listing of incoming/")
 }
 
 // slot is one worker: claim, run, commit, until ctx is done. While the

@@ -504,12 +504,13 @@ func (x *index) removed(name string) {
 
 // rescan is a refill: at start, at every periodic rescan of incoming/, and
 // whenever the index dropped candidates and runs low.
-func (x *index) rescan() error { return x.refill() }
+func (x *index) rescan() error { _, err := x.refill(); return err }
 
 // refill lists the hints and incoming/ and takes the best cap candidates
 // the index does not hold, by their estimates: no job.json is read. Its
-// memory is that of cap candidates, whatever the size of incoming/.
-func (x *index) refill() error {
+// memory is that of cap candidates, whatever the size of incoming/. It
+// returns how many candidates it took.
+func (x *index) refill() (int, error) {
 	x.refillMu.Lock()
 	defer x.refillMu.Unlock()
 	now := time.Now()
@@ -601,7 +602,7 @@ func (x *index) refill() error {
 		x.mu.Lock()
 		x.more = true
 		x.mu.Unlock()
-		return err
+		return 0, err
 	}
 	cs := sel.take()
 	x.mu.Lock()
@@ -644,7 +645,7 @@ func (x *index) refill() error {
 	keep = read
 	x.push(keep)
 	x.signal() // also when nothing was new: a slot waits for this refill
-	return nil
+	return len(keep), nil
 }
 
 func (x *index) len() int {

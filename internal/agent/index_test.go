@@ -95,7 +95,7 @@ func drain(t *testing.T, s *job.Spool, x *index, strict bool, after map[int]func
 				}
 				return got
 			}
-			if err := x.refill(); err != nil {
+			if _, err := x.refill(); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -263,7 +263,7 @@ func TestIndexParkedBounded(t *testing.T) {
 	for len(got) < len(runnable) {
 		c, ok := x.tryNext()
 		if !ok {
-			if err := x.refill(); err != nil {
+			if _, err := x.refill(); err != nil {
 				t.Fatal(err)
 			}
 			continue
