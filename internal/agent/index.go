@@ -64,6 +64,10 @@ type index struct {
 	parkedOver map[string]bool            // kinds whose parked jobs were dropped (cap)
 	kinds      map[string]string          // interned kinds
 	more       bool                       // incoming/ holds candidates the index dropped
+	// listed: a listing of incoming/ was completed. Before, only jobs of
+	// a positive priority (known from their hints) are handed out: any
+	// other may be worse than a job not listed yet.
+	listed bool
 	// bound, while more, is the best estimate of a candidate dropped (a
 	// refill's estimate of it): no job outside the index is better. A
 	// candidate worse than bound is handed out only after a refill.
@@ -341,6 +345,13 @@ func (x *index) tryNext() (cand, bool) {
 				continue
 			}
 		}
+		if !x.listed && c.priority <= 0 {
+			// The first listing is under way: a job not listed yet
+			// may be better. It signals when it is done.
+			heap.Push(&x.h, c)
+			x.mu.Unlock()
+			return cand{}, false
+		}
 		if x.more && x.boundSet && x.bound.before(&c) {
 			// A job the index dropped may be better: refill first.
 			heap.Push(&x.h, c)
@@ -545,12 +556,14 @@ func (x *index) refill() (int, error) {
 	}
 	x.mu.Unlock()
 
-	sel := newSelection(x.cap)
-	// Hints first. A positive hint's estimate is better than the same
-	// job's listing estimate, so the listing's offer of it is refused
-	// whenever the hint's was; the jobs of negative hints are remembered
-	// (up to maxNegative) so that the listing does not offer them at the
+	// Hints first, into their own selection. A positive hint's estimate
+	// is better than the same job's listing estimate and than any job
+	// without a hint: the jobs taken from positive hints are handed out
+	// at once, before the listing of incoming/ is done (at a million jobs
+	// it takes a while). The jobs of negative hints are remembered (up to
+	// maxNegative) so that the listing does not offer them at the
 	// default priority.
+	hsel := newSelection(x.cap)
 	neg := map[string]struct{}{}
 	pruned := 0
 	// A hints' directory that cannot be listed costs only order: the
@@ -563,8 +576,8 @@ func (x *index) refill() (int, error) {
 		if _, ok := held[id]; ok || !after(e) {
 			return
 		}
-		if !sel.wouldTake(e) {
-			sel.drop(e)
+		if !hsel.wouldTake(e) {
+			hsel.drop(e)
 			return
 		}
 		if _, err := os.Lstat(x.spool.JobDir(job.Queued, "", id)); err != nil {
@@ -576,8 +589,18 @@ func (x *index) refill() (int, error) {
 			}
 			return
 		}
-		sel.offer(e)
+		hsel.offer(e)
 	})
+	hinted := x.merge(hsel, now)
+	for _, c := range hinted {
+		held[c.id] = struct{}{}
+	}
+	// With more jobs of a positive hint than the index takes, no job of
+	// the listing can be better than those it left: the listing offers
+	// none (it would offer a hinted job it left at the default priority).
+	onlyHints := hsel.dropped && hsel.best.priority > 0
+
+	sel := newSelection(x.cap)
 	err := fsq.ScanDirFunc(x.spool.StateDir(job.Queued), func(name string, _ bool) error {
 		// Entries that are not directories but carry a valid id are
 		// taken too: the claim quarantines them under the lock.
@@ -590,7 +613,7 @@ func (x *index) refill() (int, error) {
 		if _, ok := held[name]; ok {
 			return nil
 		}
-		if _, ok := neg[name]; ok {
+		if _, ok := neg[name]; ok || onlyHints {
 			return nil
 		}
 		if e := estimate(name, 0, false); after(e) {
@@ -602,23 +625,43 @@ func (x *index) refill() (int, error) {
 		x.mu.Lock()
 		x.more = true
 		x.mu.Unlock()
-		return 0, err
+		return len(hinted), err
 	}
-	cs := sel.take()
+	listed := x.merge(sel, now)
 	x.mu.Lock()
-	if x.lastSet = len(cs) > 0; x.lastSet {
-		x.lastWorst = cs[0] // the top of the selection's heap
+	if onlyHints {
+		x.more = true // the listing's jobs come after those hints
 	}
-	if sel.dropped {
-		x.more = true
-		x.lowerBound(sel.best)
+	x.listed = true // default-priority jobs may go (see tryNext)
+	// The cursor may move to the worst job taken only if every job up to
+	// it was taken: not past a hinted job the hints' selection dropped.
+	x.lastSet = false
+	if n := len(sel.h.c); n > 0 && (!hsel.dropped || sel.h.c[0].before(&hsel.best)) {
+		x.lastWorst, x.lastSet = sel.h.c[0], true // the top of its heap: the worst
+	} else if len(hsel.h.c) > 0 {
+		x.lastWorst, x.lastSet = hsel.h.c[0], true
 	}
 	for id, listed := range parked { // parked jobs whose removal was missed
 		if !listed {
 			x.unparkID(id)
 		}
 	}
-	keep := cs[:0]
+	x.mu.Unlock()
+	x.signal() // also when nothing was new: a slot waits for this refill
+	return len(hinted) + len(listed), nil
+}
+
+// merge adds what sel took that the index does not hold meanwhile (an
+// event may have added it, a claim skipped it), reads the timeless ones,
+// and notes what sel dropped. It returns the candidates added.
+func (x *index) merge(sel *selection, now time.Time) []cand {
+	cs := sel.take()
+	x.mu.Lock()
+	if sel.dropped {
+		x.more = true
+		x.lowerBound(sel.best)
+	}
+	keep := make([]cand, 0, len(cs))
 	for _, c := range cs {
 		if _, ok := x.known[c.id]; ok {
 			continue // added by an event meanwhile
@@ -642,10 +685,8 @@ func (x *index) refill() (int, error) {
 		}
 		read = append(read, c)
 	}
-	keep = read
-	x.push(keep)
-	x.signal() // also when nothing was new: a slot waits for this refill
-	return len(keep), nil
+	x.push(read)
+	return read
 }
 
 func (x *index) len() int {

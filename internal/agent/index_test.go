@@ -191,7 +191,7 @@ func TestIndexHintsMissingStaleOrHostile(t *testing.T) {
 				// A hint of a job that is not queued, one that claims a
 				// priority its job does not have, a huge one, a FIFO, a
 				// symlink and names that are no hints.
-				for _, name := range []string{job.HintName(50, "gone"), job.HintName(40, jobs[0].ID), "x.y", "7", "-2." + jobs[1].ID} {
+				for _, name := range []string{job.HintName(50, "gone"), job.HintName(40, jobs[0].ID), "x.y", "7", "0." + jobs[1].ID, "-2"} {
 					if err := os.WriteFile(filepath.Join(hints, name), nil, 0o644); err != nil {
 						t.Fatal(err)
 					}
