@@ -107,9 +107,11 @@ const maxPrune = 256
 // cursorLife is how long a refill cursor is trusted.
 const cursorLife = 5 * time.Minute
 
-// defaultIndexCap is how many candidates an agent holds: about 100 bytes
-// each, so well under a MiB, and a refill per 4096 claims.
-const defaultIndexCap = 4096
+// defaultIndexCap is how many candidates an agent holds (twice as many
+// between two trims): about 100 bytes each, so a few MiB at most, and a
+// refill (a listing of incoming/: about half a second at a million jobs)
+// per six thousand claims or so.
+const defaultIndexCap = 8192
 
 // cand is one claimable job as the index holds it.
 type cand struct {
@@ -548,6 +550,19 @@ func (x *index) refill() (int, error) {
 	for id := range x.skip {
 		held[id] = struct{}{}
 	}
+	// A full index takes only jobs better than the worst it holds (a job
+	// missed by the events, a job whose hint it did not know): the
+	// others are dropped, as they would be by the next trim.
+	var worst *cand
+	if len(x.h) >= x.cap {
+		w := x.h[0]
+		for i := range x.h {
+			if w.before(&x.h[i]) {
+				w = x.h[i]
+			}
+		}
+		worst = &w
+	}
 	parked := map[string]bool{}
 	for _, m := range x.parked {
 		for id := range m {
@@ -576,7 +591,7 @@ func (x *index) refill() (int, error) {
 		if _, ok := held[id]; ok || !after(e) {
 			return
 		}
-		if !hsel.wouldTake(e) {
+		if !hsel.wouldTake(e) || worst != nil && !e.before(worst) {
 			hsel.drop(e)
 			return
 		}
@@ -616,7 +631,9 @@ func (x *index) refill() (int, error) {
 		if _, ok := neg[name]; ok || onlyHints {
 			return nil
 		}
-		if e := estimate(name, 0, false); after(e) {
+		if e := estimate(name, 0, false); worst != nil && !e.before(worst) {
+			sel.drop(e)
+		} else if after(e) {
 			sel.offer(e)
 		}
 		return nil
