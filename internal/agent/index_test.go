@@ -233,6 +233,50 @@ func TestIndexHintsMissingStaleOrHostile(t *testing.T) {
 	}
 }
 
+// Before the first listing of incoming/ is done, only jobs of a positive
+// priority are handed out: a job not listed yet may be better than any
+// other. Once it is done, the rest follow in order.
+func TestIndexBeforeFirstListing(t *testing.T) {
+	t.Parallel()
+	s, err := job.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := submitMany(t, s, requests(1, func(int) int { return 0 }))[0]
+	later := submitMany(t, s, []job.SubmitRequest{
+		{Kind: "noop", Prompt: []byte(`{}`)},
+		{Kind: "noop", Priority: 3, Prompt: []byte(`{}`)},
+	})
+	x := newIndex(s)
+	for _, j := range later { // their events came before any listing
+		x.add(j.ID)
+	}
+	c, ok := x.tryNext()
+	if !ok || c.id != later[1].ID {
+		t.Fatalf("before the listing: %v %s, want the priority-3 job %s", ok, c.id, later[1].ID)
+	}
+	x.forget(c.id, false)
+	if err := os.Rename(s.JobDir(job.Queued, "", c.id), s.Path(job.TmpDir, c.id)); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := x.tryNext(); ok {
+		t.Fatalf("before the listing the index gave %s (priority %d)", c.id, c.priority)
+	}
+	if err := x.rescan(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{old.ID, later[0].ID} {
+		c, ok := x.tryNext()
+		if !ok || c.id != want {
+			t.Fatalf("after the listing: %v %s, want %s", ok, c.id, want)
+		}
+		x.forget(c.id, false)
+		if err := os.Rename(s.JobDir(job.Queued, "", c.id), s.Path(job.TmpDir, c.id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Parked jobs are bounded too: beyond the cap they are dropped, and found
 // again once their kind can run.
 func TestIndexParkedBounded(t *testing.T) {
