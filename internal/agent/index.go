@@ -31,15 +31,17 @@ import (
 //
 // Cheap to learn. A refill reads no job.json: a job's priority comes from
 // its hint (job.PriorityHintDir; none: the default, 0) and its age from
-// its ID (job.IDTime; another form of ID: the oldest possible). Both are
-// optimistic estimates (a job is never truly better than its estimate,
-// when hints are kept), so next reads job.json lazily: the best
-// candidate is read, and handed out only if it is still at least as good
-// as the next one's estimate; otherwise it goes back with its real keys.
-// The order handed out is therefore exactly the order of job.json: a
-// candidate read is handed out only if it is also no worse than bound,
-// the best estimate of what the index dropped, and otherwise after a
-// refill. A job that appears by an event is read at once.
+// its ID (job.IDTime). Both are estimates never worse than the job.json
+// they stand for (when hints are kept), so next reads job.json lazily:
+// the best candidate is read, and handed out only if it is still at
+// least as good as the next one's estimate and as bound, the best
+// estimate of what the index dropped; otherwise it goes back with its
+// real keys, or a refill comes first. The order handed out is therefore
+// exactly the order of job.json. An ID that carries no time is read as
+// soon as a refill takes it, and a job that appears by an event at once.
+// The hints are listed before incoming/: their jobs of a positive
+// priority are handed out while incoming/ is still being listed, the
+// others only once the first listing is done.
 //
 // A job of a kind the agent cannot run (no handler, or its handler is in
 // an outage: runnable says no) is never handed to a slot: next parks it,

@@ -304,7 +304,10 @@ func TestIndexParkedBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for len(got) < len(runnable) {
+	for deadline := time.Now().Add(20 * time.Second); len(got) < len(runnable); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the runnable jobs never came past the parked ones: got %v", got)
+		}
 		c, ok := x.tryNext()
 		if !ok {
 			if _, err := x.refill(); err != nil {
