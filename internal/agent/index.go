@@ -192,6 +192,9 @@ func (x *index) add(id string) {
 		x.mu.Unlock()
 		return
 	}
+	if c.priority != 0 && c.kind != "" {
+		x.repairHint(c) // a refill must see its priority if it is dropped
+	}
 	x.push([]cand{c})
 }
 

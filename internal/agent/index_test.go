@@ -425,3 +425,31 @@ func BenchmarkIndexMemoryPerJob(b *testing.B) {
 		})
 	}
 }
+
+// A job read whose priority is not the default but has no hint (a spool
+// older than hints, a hint lost) gets its hint back, so that the next
+// refill estimates it right.
+func TestIndexRepairsMissingHints(t *testing.T) {
+	t.Parallel()
+	s, err := job.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := submitMany(t, s, requests(4, func(i int) int { return []int{0, 4, -2, 7}[i] }))
+	if err := os.RemoveAll(s.HintDir()); err != nil {
+		t.Fatal(err)
+	}
+	x := newIndex(s)
+	x.add(jobs[3].ID) // read at once: by its event
+	drain(t, s, x, false, nil)
+	var got []string
+	if err := s.ScanHints(func(prio int, id string) { got = append(got, job.HintName(prio, id)) }); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	want := []string{job.HintName(-2, jobs[2].ID), job.HintName(4, jobs[1].ID), job.HintName(7, jobs[3].ID)}
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("hints after the index read the jobs: %v, want %v", got, want)
+	}
+}
