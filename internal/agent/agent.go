@@ -86,6 +86,8 @@ type Agent struct {
 	paused       atomic.Pointer[map[string]bool]
 	pauseErr     bool
 	pauseIgnored map[string]bool
+	// lastListing: when consume last listed incoming/ in full.
+	lastListing time.Time
 }
 
 // Stop causes, for context.Cause.
@@ -252,15 +254,27 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 	}
 }
 
-// refill lists incoming/ into the index (see index.refill).
+// fullListingEvery is the least time between two periodic listings of
+// incoming/ while the index holds less than the queue: the periodic
+// rescans in between list the hints alone. A job the events missed is
+// then found within that time, or sooner if it has a hint; a listing of
+// a million jobs costs about half a second of CPU.
+const fullListingEvery = time.Minute
+
+// refill lists incoming/ into the index (see index.refill). Called by
+// consume alone.
 func (a *Agent) refill(why string) {
 	start := time.Now()
-	n, err := a.idx.refill()
+	hintsOnly := why == "rescan" && a.idx.partial() && start.Sub(a.lastListing) < fullListingEvery
+	n, err := a.idx.refill(hintsOnly)
 	if err != nil {
 		a.log.Error().Err(err).Str("why", why).Msg("rescan incoming")
 		return
 	}
-	a.log.Debug().Str("why", why).Int("taken", n).Int("held", a.idx.len()).Dur("took_ms", time.Since(start)).Msg("index refilled from a listing of incoming/")
+	if !hintsOnly {
+		a.lastListing = start
+	}
+	a.log.Debug().Str("why", why).Bool("hints_only", hintsOnly).Int("taken", n).Int("held", a.idx.len()).Dur("took_ms", time.Since(start)).Msg("index refilled from a listing of incoming/")
 }
 
 // slot is one worker: claim, run, commit, until ctx is done. While the

@@ -522,25 +522,29 @@ func (x *index) removed(name string) {
 
 // rescan is a refill: at start, at every periodic rescan of incoming/, and
 // whenever the index dropped candidates and runs low.
-func (x *index) rescan() error { _, err := x.refill(); return err }
+func (x *index) rescan() error { _, err := x.refill(false); return err }
 
 // refill lists the hints and incoming/ and takes the best cap candidates
 // the index does not hold, by their estimates: no job.json is read. Its
 // memory is that of cap candidates, whatever the size of incoming/. It
-// returns how many candidates it took.
-func (x *index) refill() (int, error) {
+// returns how many candidates it took. With hintsOnly it lists the hints
+// alone (a periodic rescan of an index that holds less than the queue,
+// see Agent.refill): what it knows it dropped it still knows.
+func (x *index) refill(hintsOnly bool) (int, error) {
 	x.refillMu.Lock()
 	defer x.refillMu.Unlock()
 	now := time.Now()
 	x.mu.Lock()
-	x.more, x.boundSet = false, false // what is dropped from here on sets them again
-	if x.cursorSet && now.Sub(x.cursorSince) > cursorLife {
-		x.cursorSet = false
+	if !hintsOnly {
+		x.more, x.boundSet = false, false // what is dropped from here on sets them again
+		if x.cursorSet && now.Sub(x.cursorSince) > cursorLife {
+			x.cursorSet = false
+		}
+		if x.parkDropped && x.lastSet && (!x.cursorSet || x.cursor.before(&x.lastWorst)) {
+			x.cursor, x.cursorSet, x.cursorSince = x.lastWorst, true, now
+		}
+		x.parkDropped = false
 	}
-	if x.parkDropped && x.lastSet && (!x.cursorSet || x.cursor.before(&x.lastWorst)) {
-		x.cursor, x.cursorSet, x.cursorSince = x.lastWorst, true, now
-	}
-	x.parkDropped = false
 	cursor, cursorSet := x.cursor, x.cursorSet
 	after := func(e cand) bool { return !cursorSet || cursor.before(&e) }
 	for id, until := range x.skip {
@@ -612,6 +616,10 @@ func (x *index) refill() (int, error) {
 		hsel.offer(e)
 	})
 	hinted := x.merge(hsel, now)
+	if hintsOnly {
+		x.signal()
+		return len(hinted), nil
+	}
 	for _, c := range hinted {
 		held[c.id] = struct{}{}
 	}
@@ -709,6 +717,13 @@ func (x *index) merge(sel *selection, now time.Time) []cand {
 	}
 	x.push(read)
 	return read
+}
+
+// partial reports whether the index knows it holds less than incoming/.
+func (x *index) partial() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.more
 }
 
 func (x *index) len() int {

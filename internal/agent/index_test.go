@@ -95,7 +95,7 @@ func drain(t *testing.T, s *job.Spool, x *index, strict bool, after map[int]func
 				}
 				return got
 			}
-			if _, err := x.refill(); err != nil {
+			if _, err := x.refill(false); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -310,7 +310,7 @@ func TestIndexParkedBounded(t *testing.T) {
 		}
 		c, ok := x.tryNext()
 		if !ok {
-			if _, err := x.refill(); err != nil {
+			if _, err := x.refill(false); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -451,5 +451,53 @@ func TestIndexRepairsMissingHints(t *testing.T) {
 	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("hints after the index read the jobs: %v, want %v", got, want)
+	}
+}
+
+// A refill of the hints alone (the periodic rescan of an index that holds
+// less than the queue) takes a job with a hint that no event announced,
+// lists nothing else, and keeps what the index knows it dropped; the
+// next full listing finds the rest.
+func TestIndexHintsOnlyRefill(t *testing.T) {
+	t.Parallel()
+	s, err := job.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitMany(t, s, requests(6, func(int) int { return 0 }))
+	x := newIndex(s)
+	x.cap = 2
+	if err := x.rescan(); err != nil {
+		t.Fatal(err)
+	}
+	if !x.partial() {
+		t.Fatal("6 jobs, cap 2: the index does not know it holds less than the queue")
+	}
+	// Unannounced: a job of priority 2, and one whose ID says it is older
+	// than all the others.
+	unseen := submitMany(t, s, []job.SubmitRequest{
+		{Kind: "noop", Priority: 2, Prompt: []byte(`{}`)},
+		{ID: "20200101T000000.000000Z-aaaaaa", Kind: "noop", Prompt: []byte(`{}`)},
+	})
+	if _, err := x.refill(true); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := x.tryNext(); !ok || c.id != unseen[0].ID {
+		t.Fatalf("after a refill of the hints: %v %s, want the hinted job %s", ok, c.id, unseen[0].ID)
+	}
+	x.mu.Lock()
+	_, held := x.known[unseen[1].ID]
+	x.mu.Unlock()
+	if held || !x.partial() {
+		t.Fatalf("a refill of the hints listed incoming/ (old job held: %v) or forgot it dropped jobs (partial: %v)", held, x.partial())
+	}
+	if _, err := x.refill(false); err != nil {
+		t.Fatal(err)
+	}
+	x.mu.Lock()
+	_, held = x.known[unseen[1].ID]
+	x.mu.Unlock()
+	if !held {
+		t.Fatal("a full listing did not take the oldest job")
 	}
 }
