@@ -536,6 +536,12 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 	}
 	metrics.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
 	l.Transition(c.Envelope().Lifecycle, job.InProgress)
+	if j := c.Envelope().Lifecycle; j.Priority != 0 && j.Status.Terminal() {
+		// Its priority hint serves no more (a retry writes it again).
+		if err := a.cfg.Spool.DropHint(j.Priority, j.ID); err != nil {
+			l.Warn().Err(err).Msg("cannot remove the job's priority hint")
+		}
+	}
 }
 
 // firstLine shortens s to its first line and at most n bytes, for reasons;

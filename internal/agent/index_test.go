@@ -501,3 +501,21 @@ func TestIndexHintsOnlyRefill(t *testing.T) {
 		t.Fatal("a full listing did not take the oldest job")
 	}
 }
+
+// A job that ends (succeeded, killed) loses its priority hint at its
+// commit; one that failed keeps it (a retry brings it back to incoming/).
+func TestCommitDropsHintOfEndedJob(t *testing.T) {
+	t.Parallel()
+	fail := HandlerFunc(func(context.Context, Task) Result { return Result{Err: fmt.Errorf("no")} })
+	f := setup(t, Config{Handlers: map[string]Handler{"noop": Noop, "fail": fail}})
+	f.submit(t, "ok1", "noop", 3)
+	f.submit(t, "bad1", "fail", 2)
+	f.waitState(t, "ok1", job.Succeeded)
+	f.waitState(t, "bad1", job.Failed)
+	if _, err := os.Lstat(filepath.Join(f.spool.HintDir(), job.HintName(3, "ok1"))); !os.IsNotExist(err) {
+		t.Errorf("hint of the succeeded job: %v, want it removed", err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.spool.HintDir(), job.HintName(2, "bad1"))); err != nil {
+		t.Errorf("hint of the failed job: %v, want it kept", err)
+	}
+}

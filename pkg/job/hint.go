@@ -87,6 +87,20 @@ func (s *Spool) ScanHints(fn func(prio int, id string)) error {
 	})
 }
 
+// DropHint removes the hint (prio, id), unsynced, for a caller that
+// knows its job terminal (agentd after a commit to succeeded or killed).
+// A hint that comes back after a power cut is dropped by DropStaleHint.
+func (s *Spool) DropHint(prio int, id string) error {
+	if prio == 0 || ValidateID(id) != nil {
+		return nil
+	}
+	err := os.Remove(filepath.Join(s.HintDir(), HintName(prio, id)))
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("drop hint: %w", err)
+	}
+	return nil
+}
+
 // DropStaleHint removes the hint (prio, id) when it can no longer serve:
 // older than TempGrace (a Submit in flight has not placed its job yet)
 // and its job is in no state from which it could come back to incoming/
