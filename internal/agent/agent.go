@@ -87,6 +87,8 @@ type Agent struct {
 	paused       atomic.Pointer[map[string]bool]
 	pauseErr     bool
 	pauseIgnored map[string]bool
+	// lastListing: when consume last listed incoming/ in full.
+	lastListing time.Time
 }
 
 // Stop causes, for context.Cause.
@@ -237,12 +239,12 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-a.idx.refillReq: // the index dropped jobs and runs low
+			a.refill("low")
 		case ev := <-events:
 			switch {
 			case ev.Rescan:
-				if err := a.idx.rescan(); err != nil {
-					a.log.Error().Err(err).Msg("rescan incoming")
-				}
+				a.refill("rescan")
 				a.rdOnce.Do(func() { close(a.ready) })
 			case ev.Created:
 				a.idx.add(ev.Name)
@@ -251,6 +253,29 @@ func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
 			}
 		}
 	}
+}
+
+// fullListingEvery is the least time between two periodic listings of
+// incoming/ while the index holds less than the queue: the periodic
+// rescans in between list the hints alone. A job the events missed is
+// then found within that time, or sooner if it has a hint; a listing of
+// a million jobs costs about half a second of CPU.
+const fullListingEvery = time.Minute
+
+// refill lists incoming/ into the index (see index.refill). Called by
+// consume alone.
+func (a *Agent) refill(why string) {
+	start := time.Now()
+	hintsOnly := why == "rescan" && a.idx.partial() && start.Sub(a.lastListing) < fullListingEvery
+	n, err := a.idx.refill(hintsOnly)
+	if err != nil {
+		a.log.Error().Err(err).Str("why", why).Msg("rescan incoming")
+		return
+	}
+	if !hintsOnly {
+		a.lastListing = start
+	}
+	a.log.Debug().Str("why", why).Bool("hints_only", hintsOnly).Int("taken", n).Int("held", a.idx.len()).Dur("took_ms", time.Since(start)).Msg("index refilled from a listing of incoming/")
 }
 
 // slot is one worker: claim, run, commit, until ctx is done. While the
@@ -512,6 +537,12 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 	}
 	tally.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
 	l.Transition(c.Envelope().Lifecycle, job.InProgress)
+	if j := c.Envelope().Lifecycle; j.Priority != 0 && j.Status.Terminal() {
+		// Its priority hint serves no more (a retry writes it again).
+		if err := a.cfg.Spool.DropHint(j.Priority, j.ID); err != nil {
+			l.Warn().Err(err).Msg("cannot remove the job's priority hint")
+		}
+	}
 }
 
 // firstLine shortens s to its first line and at most n bytes, for reasons;

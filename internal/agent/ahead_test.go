@@ -19,11 +19,14 @@ func TestClaimAheadAndReleaseOnStop(t *testing.T) {
 	}
 	ids := []string{"b1", "n1", "n2", "n3"}
 	for i, id := range ids {
-		kind, prio := "noop", 0
+		kind := "noop"
 		if i == 0 {
-			kind, prio = "block", 9 // claimed first, and blocks the slot
+			// The oldest: claimed first, and blocks the slot. (Of a
+			// higher priority, it would be claimed from its hint
+			// before the listing of incoming/ is done, alone.)
+			kind = "block"
 		}
-		if _, err := s.Submit(job.SubmitRequest{ID: id, Kind: kind, Priority: prio, Prompt: []byte(`{}`)}); err != nil {
+		if _, err := s.Submit(job.SubmitRequest{ID: id, Kind: kind, Prompt: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

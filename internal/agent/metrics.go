@@ -15,8 +15,8 @@ import (
 func claimed(cd cand, start time.Time) {
 	now := time.Now()
 	var waited time.Duration
-	if !cd.queued.IsZero() {
-		waited = now.Sub(cd.queued)
+	if cd.queued != 0 {
+		waited = now.Sub(time.Unix(0, cd.queued))
 	}
 	tally.ClaimDone(now.Sub(start), waited)
 }

@@ -58,3 +58,37 @@ func randHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// IDTime is the creation time a NewID id carries (to the microsecond,
+// never after the job's created_at); ok is false for an id of another
+// form. It reads the name alone: agentd orders a default-priority job by
+// it before reading its job.json.
+func IDTime(id string) (t time.Time, ok bool) {
+	// 20261121T114512.123456Z-...
+	if len(id) < 24 || id[8] != 'T' || id[15] != '.' || id[22] != 'Z' || id[23] != '-' {
+		return time.Time{}, false
+	}
+	num := func(from, to int) (int, bool) {
+		n := 0
+		for i := from; i < to; i++ {
+			c := id[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	var v [7]int
+	for i, r := range [7][2]int{{0, 4}, {4, 6}, {6, 8}, {9, 11}, {11, 13}, {13, 15}, {16, 22}} {
+		n, ok := num(r[0], r[1])
+		if !ok {
+			return time.Time{}, false
+		}
+		v[i] = n
+	}
+	if v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > 31 || v[3] > 23 || v[4] > 59 || v[5] > 60 {
+		return time.Time{}, false
+	}
+	return time.Date(v[0], time.Month(v[1]), v[2], v[3], v[4], v[5], v[6]*1000, time.UTC), true
+}

@@ -162,6 +162,10 @@ func (s *Spool) build(req *SubmitRequest) (*Job, string, error) {
 			return nil, tmp, fmt.Errorf("submit %s: %w", req.ID, err)
 		}
 	}
+	// Made durable by the same barrier as the job (see hint.go).
+	if err := s.writeHint(j); err != nil {
+		return nil, tmp, fmt.Errorf("submit %s: priority hint: %w", req.ID, err)
+	}
 	return j, tmp, nil
 }
 

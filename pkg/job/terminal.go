@@ -76,6 +76,11 @@ func (s *Spool) Retry(id, actor string, includeSucceeded bool) (*Job, error) {
 	dropTemps(src, TempGrace, false)
 	dst := s.JobDir(Queued, "", id)
 	q := string(j.Status)
+	// The hint was dropped while the job was terminal; made durable by
+	// the renames' fsyncs that follow, or lost (then only order is).
+	if err := s.writeHint(nj); err != nil {
+		return nil, fmt.Errorf("retry %s: priority hint: %w", id, err)
+	}
 	fsq.CrashPoint("retry/rename:before", q)
 	if err := fsq.Rename(src, dst); err != nil {
 		return nil, fmt.Errorf("retry %s: %w", id, err)

@@ -179,6 +179,15 @@ func checkSpool(s *job.Spool, records string, l *ledger) checkReport {
 				case st == job.InProgress && name == job.PoolDir && e.IsDir():
 					// The agent's spare lock directories (fsq.LockPool):
 					// its own, cleared when it starts again.
+				case st == job.Queued && name == job.PriorityHintDir && e.IsDir():
+					// Priority hints (written by submit, made durable
+					// by its barrier): empty files named <priority>.<id>.
+					hints, _ := os.ReadDir(p)
+					for _, h := range hints {
+						if _, _, ok := job.ParseHint(h.Name()); !ok || !h.Type().IsRegular() {
+							tempFile(filepath.Join(p, h.Name()))
+						}
+					}
 				case strings.HasPrefix(name, "."):
 					tempFile(p)
 				case st == job.Queued && strings.HasSuffix(name, job.LockSuffix):

@@ -378,6 +378,18 @@ func plScan(root string) (*plScanResult, error) {
 			switch {
 			case st == job.Queued && strings.HasSuffix(name, job.LockSuffix):
 				r.locks = append(r.locks, plRel(root, filepath.Join(sd, name)))
+			case st == job.Queued && name == job.PriorityHintDir && de.IsDir():
+				// Priority hints: only a hint, whether or not its job
+				// survived the cut; anything else in there is stray.
+				hes, err := os.ReadDir(filepath.Join(sd, name))
+				if err != nil {
+					return nil, err
+				}
+				for _, he := range hes {
+					if _, _, ok := job.ParseHint(he.Name()); !ok || !he.Type().IsRegular() {
+						r.stray = append(r.stray, plRel(root, filepath.Join(sd, name, he.Name())))
+					}
+				}
 			case st == job.InProgress && de.IsDir():
 				ad := filepath.Join(sd, name)
 				jes, err := os.ReadDir(ad)

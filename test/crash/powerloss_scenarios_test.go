@@ -266,6 +266,9 @@ func plScenarios() []plScenario {
 		e.submit("A", func(r *job.SubmitRequest) { r.NotBefore = time.Now().Add(time.Hour) })
 	})
 	add("submit/held", nil, func(e *plEnv) { e.submit("A", func(r *job.SubmitRequest) { r.Held = true }) })
+	// A priority other than 0: the job's hint in incoming/.priority/
+	// rides on the same barrier as its files.
+	add("submit/priority", nil, func(e *plEnv) { e.submit("A", func(r *job.SubmitRequest) { r.Priority = 5 }) })
 	add("submit/second", func(e *plEnv) { e.submit("A", nil) }, func(e *plEnv) { e.submit("B", nil) })
 
 	// load-job (claim)
