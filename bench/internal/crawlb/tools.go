@@ -119,10 +119,10 @@ type FarroRun struct {
 	// (every file and directory under it, hard links once), counted
 	// once the crawl is done: what a crawl keeps per page.
 	SpoolInodes int64
-	Strace       map[string]string        // per daemon: strace -c summary
-	Perf         map[string]string        // per daemon: perf report, top symbols
-	InFlight     float64                  // mean of in_flight over the status polls
-	States       map[string]float64       // mean of the crawl's jobs per spool state (job_states)
+	Strace      map[string]string  // per daemon: strace -c summary
+	Perf        map[string]string  // per daemon: perf report, top symbols
+	InFlight    float64            // mean of in_flight over the status polls
+	States      map[string]float64 // mean of the crawl's jobs per spool state (job_states)
 }
 
 // CrawlStatus is what the benchmark reads of farroctl crawl status --json.
