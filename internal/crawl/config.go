@@ -338,3 +338,13 @@ func ParseCrawl(data []byte) (*Crawl, error) {
 	}
 	return &c, nil
 }
+
+// StartRun makes the crawl running again as a new run (Run numbers it,
+// RunStarted dates it): a done crawl that has work again, or a paused one
+// resumed.
+func (c *Crawl) StartRun(now time.Time) {
+	c.State, c.StateReason = Running, ""
+	c.Run++
+	c.RunStarted = now.UTC()
+	c.FinishedAt = nil
+}

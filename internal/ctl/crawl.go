@@ -225,10 +225,7 @@ func (c *Ctl) CrawlResume(name string) (err error) {
 			// A done crawl may have work again: a domain reset, or URLs
 			// held back by a per-domain budget of the last run.
 			from = cr.State
-			cr.State, cr.StateReason = crawl.Running, ""
-			cr.Run++
-			cr.RunStarted = time.Now().UTC()
-			cr.FinishedAt = nil
+			cr.StartRun(time.Now())
 			return nil
 		}
 		return fmt.Errorf("crawl %s is %s: cannot resume", name, cr.State)

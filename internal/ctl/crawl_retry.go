@@ -63,10 +63,7 @@ func (c *Ctl) CrawlRetry(o CrawlRetryOptions) (err error) {
 			return err
 		}
 		if cr.State == crawl.Done {
-			cr.State, cr.StateReason = crawl.Running, ""
-			cr.Run++
-			cr.RunStarted = time.Now().UTC()
-			cr.FinishedAt = nil
+			cr.StartRun(time.Now())
 			run = "; done -> running"
 		}
 		return nil

@@ -86,10 +86,7 @@ func (c *Ctl) CrawlSet(o CrawlSetOptions) (err error) {
 			return nil
 		}
 		if cr.State == crawl.Done {
-			cr.State, cr.StateReason = crawl.Running, ""
-			cr.Run++
-			cr.RunStarted = time.Now().UTC()
-			cr.FinishedAt = nil
+			cr.StartRun(time.Now())
 			run = "; done -> running"
 		}
 		return cr.Validate()

@@ -156,10 +156,7 @@ func RequestRefresh(st *crawl.Store, domains []string, before time.Time, resumeP
 			if c.State == crawl.Paused && !resumePaused {
 				return nil
 			}
-			c.State, c.StateReason = crawl.Running, ""
-			c.Run++
-			c.RunStarted = time.Now().UTC()
-			c.FinishedAt = nil
+			c.StartRun(time.Now())
 			res.Resumed = true
 		case crawl.Cancelled:
 			return fmt.Errorf("crawl %s is cancelled", st.Name)
