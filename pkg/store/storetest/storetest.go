@@ -444,8 +444,8 @@ func testHeartbeat(t *testing.T, st store.Store) {
 func testCommit(t *testing.T, st store.Store) {
 	targets := []job.State{job.Succeeded, job.Failed, job.Stale, job.Held, job.Killed, job.Queued}
 	var reqs []job.SubmitRequest
-	for range targets {
-		reqs = append(reqs, req("exec", 0))
+	for i := range targets {
+		reqs = append(reqs, req("exec", len(targets)-i)) // claimed in this order
 	}
 	jobs := submit(t, st, reqs...)
 	for i, to := range targets {
@@ -576,8 +576,8 @@ func testControl(t *testing.T, st store.Store) {
 	ctx := t.Context()
 	actions := []string{job.ControlHold, job.ControlCancel, job.ControlKill}
 	var reqs []job.SubmitRequest
-	for range actions {
-		reqs = append(reqs, req("exec", 0))
+	for i := range actions {
+		reqs = append(reqs, req("exec", len(actions)-i)) // claimed in this order
 	}
 	jobs := submit(t, st, append(reqs, req("exec", -1))...)
 	h := holder(1)
@@ -750,7 +750,7 @@ func testMove(t *testing.T, st store.Store) {
 
 func testRetryRemoveExpire(t *testing.T, st store.Store) {
 	ctx := t.Context()
-	jobs := submit(t, st, req("exec", 0), req("exec", 0), req("exec", 0))
+	jobs := submit(t, st, req("exec", 3), req("exec", 2), req("exec", 1)) // claimed in this order
 	a, b, q := jobs[0].ID, jobs[1].ID, jobs[2].ID
 	h := holder(1)
 	c := claimOne(t, st, h, a)
@@ -778,14 +778,8 @@ func testRetryRemoveExpire(t *testing.T, st store.Store) {
 	wantErr(t, "Remove of a queued job", err, job.ErrState)
 	wantStatus(t, st, q, job.Queued)
 	for _, id := range []string{a, b} {
-		cs := claim(t, st, h, store.ClaimOptions{Max: 1})
-		if len(cs) != 1 {
-			t.Fatalf("claim: %v", claimIDs(cs))
-		}
-		commit(t, cs[0], job.Succeeded, "done")
-		_ = id
+		commit(t, claimOne(t, st, h, id), job.Succeeded, "done")
 	}
-	// The queue is FIFO among equals: a and b are done, q is left.
 	wantStatus(t, st, q, job.Queued)
 	rm, err := st.Remove(ctx, b, operator)
 	if err != nil || rm.ID != b {
@@ -828,7 +822,7 @@ func testListCounts(t *testing.T, st store.Store) {
 	soon.NotBefore, late.NotBefore = time.Now().Add(time.Hour), time.Now().Add(3*time.Hour)
 	hd := req("kind.a", 0)
 	hd.Held = true
-	jobs := submit(t, st, req("kind.a", 0), req("kind.a", 0), req("kind.b", 0), soon, late, hd, req("kind.a", 0), req("kind.b", 0))
+	jobs := submit(t, st, req("kind.a", 9), req("kind.a", 8), req("kind.b", 7), soon, late, hd, req("kind.a", 0), req("kind.b", 0))
 	h := holder(1)
 	// Two finish, one runs.
 	commit(t, claimOne(t, st, h, jobs[0].ID), job.Succeeded, "done")
