@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"control", testControl},
 		{"control-races-commit", testControlRacesCommit},
 		{"move", testMove},
+		{"transitions-map", testTransitionsMap},
 		{"retry-remove-expire", testRetryRemoveExpire},
 		{"list-counts", testListCounts},
 		{"history", testHistory},
@@ -746,6 +747,79 @@ func testMove(t *testing.T, st store.Store) {
 	}
 	_, err = st.Move(ctx, "storetest-nothing", job.Queued, job.Held, operator, "x", nil)
 	wantErr(t, "Move of an unknown job", err, job.ErrNotFound)
+}
+
+// testTransitionsMap makes every legal move of the map on a job in its
+// from state, and tries every other pair: job.ErrIllegal, nothing
+// changed. In-progress is left to claims and recovery: Move refuses it
+// both ways.
+func testTransitionsMap(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	prio := 0
+	// inState returns a new job in state from.
+	inState := func(from job.State) string {
+		t.Helper()
+		prio++ // the newest job is the best: claimOne takes it
+		r := req("exec", prio)
+		switch from {
+		case job.Deferred:
+			r.NotBefore = time.Now().Add(time.Hour)
+		case job.Held:
+			r.Held = true
+		}
+		id := submit(t, st, r)[0].ID
+		switch from {
+		case job.Queued, job.Deferred, job.Held:
+		case job.InProgress:
+			claimOne(t, st, holder(1), id)
+		default:
+			commit(t, claimOne(t, st, holder(1), id), from, "to "+string(from))
+		}
+		wantStatus(t, st, id, from)
+		return id
+	}
+	samples := map[job.State]string{}
+	for _, from := range job.States {
+		samples[from] = inState(from)
+	}
+	for _, from := range job.States {
+		for _, to := range job.States {
+			legal := job.CanTransition(from, to) && from != job.InProgress && to != job.InProgress
+			what := fmt.Sprintf("Move %s -> %s", from, to)
+			if !legal {
+				_, err := st.Move(ctx, samples[from], from, to, operator, "x", nil)
+				wantErr(t, what, err, job.ErrIllegal)
+				wantStatus(t, st, samples[from], from)
+				continue
+			}
+			id := inState(from)
+			var mutate func(*job.Job) error
+			if to == job.Deferred {
+				mutate = func(j *job.Job) error { nb := time.Now().Add(time.Hour); j.NotBefore = &nb; return nil }
+			}
+			j, err := st.Move(ctx, id, from, to, operator, what, mutate)
+			if err != nil || j.Status != to {
+				t.Fatalf("%s: %v, %v", what, j, err)
+			}
+			g := wantStatus(t, st, id, to)
+			if g.Reason != what {
+				t.Errorf("%s: reason %q", what, g.Reason)
+			}
+			if to.Terminal() && g.FinishedAt == nil {
+				t.Errorf("%s: no finished_at", what)
+			}
+			if to == job.Deferred && g.NotBefore == nil {
+				t.Errorf("%s: no not_before", what)
+			}
+			if to == job.Queued {
+				// Out of the queue again: what claimOne takes next must
+				// be the job it was made for.
+				if _, err := st.Move(ctx, id, job.Queued, job.Killed, operator, "done with it", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 }
 
 func testRetryRemoveExpire(t *testing.T, st store.Store) {
