@@ -66,8 +66,8 @@ type Store interface {
 
 	// Move changes the state of a job no agent holds (from must not be
 	// in-progress, nor to: job.ErrIllegal), checked against the
-	// legal-transitions map (job.ErrIllegal), for managerd's policy and the operator's
-	// actions: job.ErrState when the job is not in from, ErrBusy when
+	// legal-transitions map (job.ErrIllegal), for managerd's policy and
+	// the operator's actions: job.ErrState when the job is not in from, ErrBusy when
 	// someone else is changing it. mutate, when not nil, edits the new
 	// lifecycle before it is written (a non-nil error aborts the
 	// move). A control request travelling with the job wins over the
@@ -79,12 +79,14 @@ type Store interface {
 	// that is not running is job.ErrState (move it instead).
 	RequestControl(ctx context.Context, id string, c job.Control) error
 	// Retry takes a killed (or, with includeSucceeded, succeeded) job
-	// back to queued with a fresh attempt count.
+	// back to queued with a fresh attempt count (job.ErrState for a
+	// job in another state).
 	Retry(ctx context.Context, id, actor string, includeSucceeded bool) (*job.Job, error)
 	// Remove deletes a terminal job (job.ErrState otherwise).
 	Remove(ctx context.Context, id, actor string) (*job.Job, error)
-	// Expire is retention's Remove: only if the job finished before
-	// cutoff (job.ErrNotExpired otherwise).
+	// Expire is retention's Remove: only if the job is terminal
+	// (job.ErrState otherwise) and finished before cutoff
+	// (job.ErrNotExpired otherwise).
 	Expire(ctx context.Context, id, actor string, cutoff time.Time) (*job.Job, error)
 
 	// History returns job id's transitions, oldest first.
@@ -94,7 +96,8 @@ type Store interface {
 	// (dead, or silent for opts.SilentAfter; on a database, its lease
 	// expired) is taken away — its job moved to stale, with a reason
 	// saying why — and every half-done change is finished. A claim
-	// whose holder is alive and within its lease is never touched.
+	// whose holder is alive, within its lease and (with
+	// opts.SilentAfter) heart-beating is never touched.
 	Recover(ctx context.Context, opts RecoverOptions) ([]job.Outcome, error)
 
 	// Close releases what the store holds (connections, watches).
