@@ -79,11 +79,31 @@ type Server struct {
 	done      chan struct{}
 }
 
+// Option changes how Start serves the tree.
+type Option func(*config)
+
+type config struct {
+	robots      string // served at /robots.txt; "" serves the tree's own
+	defaultType string // Content-Type of files whose extension nginx does not know
+}
+
+// TreeRobots serves the tree's own robots.txt (if it has one) instead of
+// RobotsTxt.
+func TreeRobots() Option { return func(c *config) { c.robots = "" } }
+
+// DefaultType is the Content-Type of files whose extension is not html,
+// css, svg or txt (application/octet-stream unless set).
+func DefaultType(t string) Option { return func(c *config) { c.defaultType = t } }
+
 // Start writes a configuration under dir and starts nginx in the
 // foreground (daemon off: it is this process's child, stopped by its PID
-// in Stop), serving root, with RobotsTxt at /robots.txt. It returns once
-// nginx accepts connections.
-func Start(dir, root string) (*Server, error) {
+// in Stop), serving root, with RobotsTxt at /robots.txt unless
+// TreeRobots is given. It returns once nginx accepts connections.
+func Start(dir, root string, opts ...Option) (*Server, error) {
+	cfg := config{robots: RobotsTxt, defaultType: "application/octet-stream"}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	bin := NginxBin()
 	if bin == "" {
 		return nil, errors.New("nginx is not installed (Debian package nginx-light or nginx)")
@@ -100,13 +120,20 @@ func Start(dir, root string) (*Server, error) {
 	if os.Geteuid() == 0 {
 		user = "user nobody nogroup;"
 	}
+	robots := ""
+	if cfg.robots != "" {
+		robots = fmt.Sprintf(`location = /robots.txt {
+            default_type text/plain;
+            return 200 %q;
+        }`, cfg.robots)
+	}
 	conf := fmt.Sprintf(`%s
 daemon off;
 master_process on;
 worker_processes 2;
 pid %[2]s/nginx.pid;
 error_log %[2]s/error.log warn;
-events { worker_connections 512; }
+events { worker_connections 1024; }
 http {
     access_log off;
     log_format real '$msec $status $body_bytes_sent "$request_uri" "$http_user_agent"';
@@ -116,8 +143,9 @@ http {
     uwsgi_temp_path %[2]s/uwsgi;
     scgi_temp_path %[2]s/scgi;
     types { text/html html; text/css css; image/svg+xml svg; text/plain txt; }
-    default_type application/octet-stream;
+    default_type %[7]s;
     sendfile on;
+    tcp_nopush on;
     keepalive_timeout 75s;
     keepalive_requests 100000;
     server {
@@ -125,14 +153,11 @@ http {
         server_name _;
         root %[4]s;
         access_log %[5]s real;
-        location = /robots.txt {
-            default_type text/plain;
-            return 200 %[6]q;
-        }
+        %[6]s
         location / { try_files $uri =404; }
     }
 }
-`, user, dir, port, root, s.AccessLog, RobotsTxt)
+`, user, dir, port, root, s.AccessLog, robots, cfg.defaultType)
 	cpath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(cpath, []byte(conf), 0o644); err != nil {
 		return nil, err
@@ -230,6 +255,20 @@ func (s *Server) Log() ([]Request, error) {
 		out = append(out, Request{At: at, Status: st, URI: strings.TrimPrefix(uri, `"`), UA: strings.TrimSuffix(ua, `"`)})
 	}
 	return out, sc.Err()
+}
+
+// TakeLog reads the access log and empties it, so that the next call
+// returns only later requests (nginx appends with O_APPEND: its next line
+// goes to the new end).
+func (s *Server) TakeLog() ([]Request, error) {
+	out, err := s.Log()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Truncate(s.AccessLog, 0); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Report is what one client did, from the access log.

@@ -157,7 +157,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	ng, err := crawlb.StartNginx(filepath.Join(work, "nginx"), site.Dir, logDir)
+	ng, err := crawlb.StartNginx(filepath.Join(work, "nginx"), site.Dir)
 	if err != nil {
 		return err
 	}
@@ -518,7 +518,7 @@ func render(w io.Writer, cfg config, machine sys.Machine, farroRoot, loadStart s
 }
 
 func nginxVersion() string {
-	out, err := exec.Command(crawlb.NginxBin(), "-v").CombinedOutput()
+	out, err := exec.Command(realsite.NginxBin(), "-v").CombinedOutput()
 	if err != nil {
 		return "?"
 	}

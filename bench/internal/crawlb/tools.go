@@ -13,6 +13,7 @@ import (
 
 	"github.com/farro-dev/farro/bench/internal/farrob"
 	"github.com/farro-dev/farro/bench/internal/sys"
+	"github.com/farro-dev/farro/internal/realsite"
 )
 
 // Run is one crawl of the site by one tool.
@@ -66,7 +67,7 @@ func runChild(name string, cmd *exec.Cmd, logPath string, timeout time.Duration,
 
 // Wget crawls the site with wget --recursive (one connection, robots.txt
 // obeyed, infinite depth), saving the pages under dir.
-func Wget(n *Nginx, dir, logDir string, timeout time.Duration) (Run, error) {
+func Wget(n *realsite.Server, dir, logDir string, timeout time.Duration) (Run, error) {
 	out := filepath.Join(dir, "wget-out")
 	cmd := exec.Command("wget", "--recursive", "--level=inf", "--no-verbose", "--no-host-directories", "--directory-prefix", out, n.URL(SeedPath))
 	// wget exits 8 when a request got an error response (robots.txt 404).
