@@ -228,7 +228,7 @@ func (c *claim) Heartbeat(ctx context.Context) error {
 		WHERE id = $1 AND claim_token = $2 AND status = 'in-progress' RETURNING last_heartbeat, updated_at`,
 		c.j.ID, c.token, c.lease).Scan(&hb, &upd)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("heartbeat %s", errFenced(c.j.ID))
+		return fmt.Errorf("heartbeat: %w", errFenced(c.j.ID))
 	}
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", c.j.ID, err)
@@ -250,7 +250,7 @@ func (c *claim) PendingControl(ctx context.Context) (*job.Control, error) {
 	err := c.s.pool.QueryRow(ctx, `SELECT control FROM jobs WHERE id = $1 AND claim_token = $2 AND status = 'in-progress'`,
 		id, c.token).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("control %s", errFenced(id))
+		return nil, fmt.Errorf("control: %w", errFenced(id))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("control %s: %w", id, err)

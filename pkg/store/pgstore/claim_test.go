@@ -1,0 +1,321 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+)
+
+// Many claimers at once: every job is claimed exactly once (FOR UPDATE
+// SKIP LOCKED), with attempt 1 and a token of its own.
+func TestClaimRaceExactlyOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	const n = 120
+	reqs := make([]job.SubmitRequest, n)
+	submit(t, s, reqs...)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	tokens := map[string]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			h := job.Holder{Actor: fmt.Sprintf("agentd/a%d", w), Agent: fmt.Sprintf("a%d", w)}
+			for {
+				cs, err := s.Claim(context.Background(), h, store.ClaimOptions{Max: 4, Lease: time.Minute})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(cs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range cs {
+					seen[c.Job().ID]++
+					tokens[c.Token()] = true
+					if c.Job().Attempts != 1 || c.Job().Agent != h.Agent {
+						errs <- fmt.Errorf("claimed %+v", c.Job())
+					}
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != n || len(tokens) != n {
+		t.Fatalf("%d jobs claimed, %d tokens; want %d", len(seen), len(tokens), n)
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("%s claimed %d times", id, k)
+		}
+	}
+	counts, err := s.Counts(ctxT(t))
+	if err != nil || counts[job.InProgress] != n || counts[job.Queued] != 0 {
+		t.Fatalf("counts %v (%v)", counts, err)
+	}
+}
+
+// Best first: priority, then age (ID); a deferred job only when due; the
+// kinds filter.
+func TestClaimOrderDueAndKinds(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	submit(t, s,
+		job.SubmitRequest{ID: "a-low", Priority: 0},
+		job.SubmitRequest{ID: "b-high", Priority: 5},
+		job.SubmitRequest{ID: "c-low", Priority: 0},
+		job.SubmitRequest{ID: "d-exec", Kind: "exec", Priority: 9},
+		job.SubmitRequest{ID: "e-later", Priority: 9, NotBefore: time.Now().Add(time.Hour)},
+	)
+	if st := status(t, s, "e-later"); st != job.Deferred {
+		t.Fatalf("e-later is %s, want deferred", st)
+	}
+	h := job.Holder{Actor: "agentd/w", Agent: "w"}
+	cs, err := s.Claim(ctxT(t), h, store.ClaimOptions{Max: 10, Kinds: []string{"noop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Job().ID)
+	}
+	if strings.Join(got, " ") != "b-high a-low c-low" {
+		t.Fatalf("claimed %q", got)
+	}
+	// Made due (managerd's promotion), it is claimed.
+	if _, err := sqlConn(t, url).Exec(ctxT(t), `UPDATE jobs SET not_before = now() - interval '1 second' WHERE id = 'e-later'`); err != nil {
+		t.Fatal(err)
+	}
+	var due []string
+	if err := s.List(ctxT(t), store.Filter{States: []job.State{job.Deferred}, DueBy: time.Now()}, func(j *job.Job) error { due = append(due, j.ID); return nil }); err != nil || len(due) != 1 {
+		t.Fatalf("due: %v %v", due, err)
+	}
+	if _, err := s.Move(ctxT(t), "e-later", job.Deferred, job.Queued, "managerd", "due", nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err = s.Claim(ctxT(t), h, store.ClaimOptions{Max: 10})
+	if err != nil || len(cs) != 2 || cs[0].Job().ID != "d-exec" || cs[1].Job().ID != "e-later" {
+		t.Fatalf("second claim: %v %v", cs, err)
+	}
+}
+
+// A claim whose lease has not run out is never recovered; once it has (on
+// the database's clock), Recover moves the job to stale and the old
+// holder's every write is fenced.
+func TestRecoverFencesExpiredClaim(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	c := claimOne(t, s, "w1", 300*time.Millisecond)
+	outs, err := s.Recover(ctxT(t), store.RecoverOptions{Actor: "watchdogd", SilentAfter: time.Millisecond})
+	if err != nil || len(outs) != 0 {
+		t.Fatalf("recover within the lease: %v %v", outs, err)
+	}
+	if err := c.Heartbeat(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Let the lease run out on the database's clock.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		outs, err = s.Recover(ctxT(t), store.RecoverOptions{Actor: "watchdogd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(outs) != 1 || outs[0].ID != j.ID || outs[0].To != job.Stale || !strings.Contains(outs[0].Detail, "lease of agent w1 expired") {
+		t.Fatalf("outcomes %+v", outs)
+	}
+	for name, err := range map[string]error{
+		"heartbeat":      c.Heartbeat(ctxT(t)),
+		"fence":          c.Fence(ctxT(t)),
+		"commit":         c.Commit(ctxT(t), job.Succeeded, "done", nil),
+		"record handler": c.RecordHandler(ctxT(t), proc.Self()),
+		"pending":        func() error { _, err := c.PendingControl(ctxT(t)); return err }(),
+	} {
+		if !store.Lost(err) {
+			t.Errorf("%s of a recovered claim: %v (want Lost)", name, err)
+		}
+	}
+	got, err := s.Get(ctxT(t), j.ID)
+	if err != nil || got.Status != job.Stale {
+		t.Fatalf("job %+v %v", got, err)
+	}
+	var lease *time.Time
+	if err := sqlConn(t, url).QueryRow(ctxT(t), `SELECT lease_until FROM jobs WHERE id = $1`, j.ID).Scan(&lease); err != nil || lease != nil {
+		t.Fatalf("lease_until %v %v after recovery", lease, err)
+	}
+	evs, err := s.History(ctxT(t), j.ID)
+	if err != nil || len(evs) != 3 || evs[2].From != job.InProgress || evs[2].To != job.Stale || evs[2].Actor != "watchdogd" {
+		t.Fatalf("history %+v %v", evs, err)
+	}
+	// Requeued and claimed again: the new claim commits, the old one stays fenced.
+	if _, err := s.Move(ctxT(t), j.ID, job.Stale, job.Queued, "managerd", "requeued", nil); err != nil {
+		t.Fatal(err)
+	}
+	c2 := claimOne(t, s, "w2", time.Minute)
+	if c2.Token() == c.Token() || c2.Job().Attempts != 2 {
+		t.Fatalf("second claim %+v", c2.Job())
+	}
+	if err := c.Commit(ctxT(t), job.Succeeded, "late", nil); !store.Lost(err) {
+		t.Fatalf("old claim's commit: %v", err)
+	}
+	if err := c2.Commit(ctxT(t), job.Succeeded, "done", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctxT(t), j.ID); got.Status != job.Succeeded || got.Reason != "done" {
+		t.Fatalf("final %+v", got)
+	}
+}
+
+// A holder silent for SilentAfter is taken at once when its lease has
+// passed, without waiting for the grace; a live lease is never broken.
+func TestRecoverSilentHolderAfterLeaseOnly(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	claimOne(t, s, "w1", time.Hour)
+	c := sqlConn(t, url)
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET last_heartbeat = now() - interval '1 hour' WHERE id = $1`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	opts := store.RecoverOptions{SilentAfter: time.Minute, Grace: time.Hour}
+	if outs, err := s.Recover(ctxT(t), opts); err != nil || len(outs) != 0 {
+		t.Fatalf("silent but leased: %v %v", outs, err)
+	}
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: time.Hour}); err != nil || len(outs) != 0 {
+		t.Fatalf("lease passed, within grace, silence not judged: %v %v", outs, err)
+	}
+	outs, err := s.Recover(ctxT(t), opts)
+	if err != nil || len(outs) != 1 || !strings.Contains(outs[0].Detail, "silent for") {
+		t.Fatalf("silent, lease passed: %+v %v", outs, err)
+	}
+}
+
+// Commit is fenced, checks the transitions map and records the outcome
+// and its event in one transaction.
+func TestCommitAndControl(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	c := claimOne(t, s, "w1", time.Minute)
+	if err := c.Commit(ctxT(t), job.Deferred, "", nil); !errors.Is(err, job.ErrIllegal) {
+		t.Fatalf("commit to deferred: %v", err)
+	}
+	if err := s.RequestControl(ctxT(t), j.ID, job.Control{Action: job.ControlHold, Reason: "look"}); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := c.PendingControl(ctxT(t))
+	if err != nil || ctl == nil || ctl.ClaimToken != c.Token() || ctl.Attempt != 1 || ctl.Actor != "farroctl" {
+		t.Fatalf("pending %+v %v", ctl, err)
+	}
+	to, reason, _ := ctl.Target()
+	if err := c.Commit(ctxT(t), to, reason, func(nj *job.Job) { ctl.Refund(nj) }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get(ctxT(t), j.ID)
+	if got.Status != job.Held || got.Attempts != 0 || got.Reason != "held by operator: look" {
+		t.Fatalf("held %+v", got)
+	}
+	if err := s.RequestControl(ctxT(t), j.ID, job.Control{Action: job.ControlKill}); !errors.Is(err, job.ErrState) {
+		t.Fatalf("control of a held job: %v", err)
+	}
+	if err := s.RequestControl(ctxT(t), "nope", job.Control{Action: job.ControlKill}); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("control of a missing job: %v", err)
+	}
+	// Released, the request does not come back (the commit fulfilled it).
+	if _, err := s.Move(ctxT(t), j.ID, job.Held, job.Queued, "farroctl", "released", nil); err != nil {
+		t.Fatal(err)
+	}
+	c2 := claimOne(t, s, "w1", time.Minute)
+	if ctl, err := c2.PendingControl(ctxT(t)); err != nil || ctl != nil {
+		t.Fatalf("pending after release: %+v %v", ctl, err)
+	}
+}
+
+// A request that arrives as the attempt finishes travels with the job;
+// the next Claim applies it instead of running the job.
+func TestClaimAppliesTravellingRequest(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	c := claimOne(t, s, "w1", time.Minute)
+	if err := s.RequestControl(ctxT(t), j.ID, job.Control{Action: job.ControlCancel}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent releases the job without having seen the request.
+	if err := c.Commit(ctxT(t), job.Queued, "released", func(nj *job.Job) { nj.Attempts-- }); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctxT(t), job.Holder{Actor: "agentd/w2", Agent: "w2"}, store.ClaimOptions{Max: 5})
+	if err != nil || len(cs) != 0 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	got, _ := s.Get(ctxT(t), j.ID)
+	if got.Status != job.Killed || got.Reason != job.ReasonCancelled {
+		t.Fatalf("job %+v", got)
+	}
+}
+
+// Remove and Expire delete only terminal jobs, Expire only those finished
+// before the cutoff; Move refuses a job another transaction has locked.
+func TestRemoveExpireBusy(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	js := submit(t, s, job.SubmitRequest{ID: "one"}, job.SubmitRequest{ID: "two"})
+	if _, err := s.Remove(ctxT(t), "one", "farroctl"); !errors.Is(err, job.ErrState) {
+		t.Fatalf("remove queued: %v", err)
+	}
+	if _, err := s.Move(ctxT(t), "one", job.Queued, job.Killed, "farroctl", "killed by operator", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Expire(ctxT(t), "one", "managerd", time.Now().Add(-time.Hour)); !errors.Is(err, job.ErrNotExpired) {
+		t.Fatalf("expire too recent: %v", err)
+	}
+	if _, err := s.Expire(ctxT(t), "one", "managerd", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctxT(t), "one"); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("get removed: %v", err)
+	}
+	if _, err := s.History(ctxT(t), "one"); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("history of removed: %v", err)
+	}
+	if _, errs := s.Submit(ctxT(t), []job.SubmitRequest{{ID: js[1].ID, Kind: "noop", Prompt: []byte("{}")}}); !errors.Is(errs[0], job.ErrDuplicate) {
+		t.Fatalf("duplicate submit: %v", errs[0])
+	}
+	tx, err := sqlConn(t, url).Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctxT(t), `SELECT 1 FROM jobs WHERE id = 'two' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Move(ctxT(t), "two", job.Queued, job.Held, "farroctl", "held", nil); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("move of a locked job: %v", err)
+	}
+}
