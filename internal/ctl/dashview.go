@@ -260,7 +260,7 @@ func (c *Ctl) ShowOf(id string) (*ShowDoc, error) {
 
 // MaxHistorySize bounds a job's events.jsonl when it is read (history,
 // serve): a job's transitions are a few hundred bytes each.
-const MaxHistorySize = 16 << 20
+const MaxHistorySize = job.MaxEventsSize
 
 // HistoryEntry is one line of a job's events.jsonl as history shows it;
 // Bad holds a line that could not be parsed (a torn last line).

@@ -37,7 +37,6 @@
 package watchdog
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +51,6 @@ import (
 
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/metrics"
-	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -62,10 +60,10 @@ const Actor = "watchdogd"
 
 // Verdicts logged with each recovery besides proc's (pid gone, ...).
 const (
-	VerdictNoOwner  = "no owner file"
-	VerdictBadOwner = "unreadable owner file"
-	VerdictSilent   = "silent"
-	VerdictNoLock   = "no lock"
+	VerdictNoOwner  = job.VerdictNoOwner
+	VerdictBadOwner = job.VerdictBadOwner
+	VerdictSilent   = job.VerdictSilent
+	VerdictNoLock   = job.VerdictNoLock
 )
 
 // Config tunes the watchdog. Zero fields take the defaults below.
@@ -428,49 +426,31 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 		w.quarantineLock(id, lock)
 		return
 	}
-	var owner job.Owner
-	raw, readErr := fsq.ReadOwner(lock)
-	rerr := readErr
-	if rerr == nil {
-		owner, rerr = job.ParseOwner(raw)
-	}
-	var verdict, reason string
-	switch {
-	case errors.Is(readErr, fs.ErrPermission):
-		// Written by a process of another user, maybe alive: nothing is
-		// proven, so nothing is recovered (farroctl fsck reports it).
-		return
-	case rerr != nil:
+	h := job.ReadLockHolder(lock)
+	var unreadableFor time.Duration
+	if h.Err != nil && !h.Foreign() {
 		// How long the owner file has been missing or unreadable: seen
 		// so on the watchdog's clock, or the lock's age by its mtime
 		// (what a watchdog that just started, e.g. after a power cut,
 		// has to go by). A forward wall-clock step can make a lock
 		// being created look old; recovering it then only fails that
 		// claim, whose owner write finds the lock gone.
-		age := max(w.unchanged("lock/"+id, "unreadable owner: "+errClass(readErr)+string(raw), now), time.Since(fi.ModTime()))
-		if age < w.cfg.LockGrace {
-			return // being created: mkdir comes before the owner file
-		}
-		if errors.Is(rerr, fs.ErrNotExist) {
-			verdict = VerdictNoOwner
-			reason = fmt.Sprintf("owner died: lock has no owner file after %s", round(age))
-		} else {
-			verdict = VerdictBadOwner
-			reason = fmt.Sprintf("owner died: owner file unreadable after %s: %v", round(age), rerr)
-		}
-	default:
-		v := proc.Check(owner.Identity)
-		if v.Dead() {
-			verdict = v.String()
-			reason = fmt.Sprintf("owner died: %s (%s pid %d)", v, owner.Actor, owner.PID)
-			break
-		}
-		silence, ok := w.silence(id, raw, owner, now)
+		unreadableFor = max(w.unchanged("lock/"+id, "unreadable owner: "+errClass(h.ReadErr)+string(h.Raw), now), time.Since(fi.ModTime()))
+	}
+	// An owner file of another user (its holder maybe alive) proves
+	// nothing: it is left alone (farroctl fsck reports it).
+	judgement := job.JudgeHolder(h, unreadableFor, w.cfg.LockGrace)
+	verdict, reason := judgement.Verdict, judgement.Reason
+	switch {
+	case judgement.Dead:
+	case judgement.Live:
+		silence, ok := w.silence(id, h.Raw, h.Owner, now)
 		if !ok || silence <= w.cfg.CrashThreshold {
 			return
 		}
-		verdict = VerdictSilent
-		reason = fmt.Sprintf("owner silent: no heartbeat for %s (%s pid %d)", round(silence), owner.Actor, owner.PID)
+		verdict, reason = VerdictSilent, job.SilentReason(h, silence)
+	default:
+		return
 	}
 	// Whatever the verdict, the job leaves in-progress/ only once every
 	// execution of it is gone: a silent holder's handler may well run.
@@ -479,16 +459,10 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	}
 	// The lock may have changed hands while it was judged: act only if it
 	// still holds what was judged.
-	// Compare what was read, not whether it parsed: an owner file that a
-	// power cut left empty or torn reads fine and never parses.
-	cur, cerr := fsq.ReadOwner(lock)
-	if (readErr == nil) != (cerr == nil) || (readErr == nil && !bytes.Equal(cur, raw)) {
+	if !h.Unchanged(lock) {
 		return
 	}
-	judged := raw
-	if judged == nil {
-		judged = []byte{} // judged without a readable owner file
-	}
+	judged := h.Judged()
 	out, err := w.spool.RecoverJudgedLock(id, Actor, reason, judged)
 	w.logOutcome(out, verdict, reason, err)
 	if err != nil {
@@ -682,13 +656,6 @@ func (w *Watchdog) kindOf(id string) string {
 		}
 	}
 	return ""
-}
-
-func round(d time.Duration) time.Duration {
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }
 
 // durabilityLost ends Run after a failed fsync or syncfs of this process

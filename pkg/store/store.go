@@ -43,12 +43,14 @@ type Store interface {
 	Submit(ctx context.Context, reqs []job.SubmitRequest) (jobs []*job.Job, errs []error)
 
 	// Claim leases up to opts.Max queued jobs to h, best first: higher
-	// priority, then older (job.IDTime, then ID). Each claim moves its
+	// priority, then older (job.IDTime; created_at for an ID that
+	// carries no time), then ID. Each claim moves its
 	// job to in-progress with attempts+1, a new correlation id and a
 	// new fencing token. A job with a pending control request for its
 	// last attempt is not run: the request is applied (held or
 	// killed) and the job is not returned. No claimable job is an
-	// empty slice and a nil error.
+	// empty slice and a nil error. An error that stops the batch part
+	// way is returned with the claims already taken.
 	Claim(ctx context.Context, h job.Holder, opts ClaimOptions) ([]Claim, error)
 
 	// Get returns job id's lifecycle wherever it is (job.ErrNotFound).
@@ -63,8 +65,8 @@ type Store interface {
 	Counts(ctx context.Context) (map[job.State]int, error)
 
 	// Move changes the state of a job no agent holds (from must not be
-	// in-progress, nor to), checked against the legal-transitions map
-	// (job.ErrIllegal), for managerd's policy and the operator's
+	// in-progress, nor to: job.ErrIllegal), checked against the
+	// legal-transitions map (job.ErrIllegal), for managerd's policy and the operator's
 	// actions: job.ErrState when the job is not in from, ErrBusy when
 	// someone else is changing it. mutate, when not nil, edits the new
 	// lifecycle before it is written (a non-nil error aborts the
@@ -73,7 +75,8 @@ type Store interface {
 	Move(ctx context.Context, id string, from, to job.State, actor, reason string, mutate func(*job.Job) error) (*job.Job, error)
 	// RequestControl asks the holder of running job id to hold,
 	// cancel or kill it (job.Control names the attempt). The holder,
-	// or whoever finds the request next, applies it exactly once.
+	// or whoever finds the request next, applies it exactly once. A job
+	// that is not running is job.ErrState (move it instead).
 	RequestControl(ctx context.Context, id string, c job.Control) error
 	// Retry takes a killed (or, with includeSucceeded, succeeded) job
 	// back to queued with a fresh attempt count.
@@ -168,8 +171,13 @@ type Filter struct {
 // RecoverOptions says how Recover judges holders.
 type RecoverOptions struct {
 	Actor string // who recovers, for the events (e.g. watchdogd)
-	// SilentAfter: a holder whose last heartbeat is older is judged
-	// silent. Zero: only dead holders (or expired leases).
+	// SilentAfter: a claim whose last heartbeat is older than
+	// SilentAfter (plus Grace) is taken away, whatever else the store
+	// knows of its holder (a spool: its process still alive; a
+	// database: its lease still running). Every store honours it, and
+	// the conformance suite relies on it to take a claim away from a
+	// holder that stops heart-beating. Zero: only dead holders (or
+	// expired leases).
 	SilentAfter time.Duration
 	// Grace is added to an expired lease before a claim of a silent
 	// host is taken away (a database store: the host's own watchdogd
