@@ -124,7 +124,7 @@ func TestRecoverFencesExpiredClaim(t *testing.T) {
 	s, url := newStore(t)
 	j := submit(t, s, job.SubmitRequest{})[0]
 	c := claimOne(t, s, "w1", 300*time.Millisecond)
-	outs, err := s.Recover(ctxT(t), store.RecoverOptions{Actor: "watchdogd", SilentAfter: time.Millisecond})
+	outs, err := s.Recover(ctxT(t), store.RecoverOptions{Actor: "watchdogd", SilentAfter: time.Hour})
 	if err != nil || len(outs) != 0 {
 		t.Fatalf("recover within the lease: %v %v", outs, err)
 	}
@@ -188,30 +188,27 @@ func TestRecoverFencesExpiredClaim(t *testing.T) {
 	}
 }
 
-// A holder silent for SilentAfter is taken at once when its lease has
-// passed, without waiting for the grace; a live lease is never broken.
-func TestRecoverSilentHolderAfterLeaseOnly(t *testing.T) {
+// Without SilentAfter the lease (plus the grace) is the rule; with it, a
+// holder that has not heart-beaten for that long is taken even within its
+// lease (the caller judged it silent, as watchdogd does on a spool).
+func TestRecoverLeaseGraceAndSilence(t *testing.T) {
 	t.Parallel()
 	s, url := newStore(t)
 	j := submit(t, s, job.SubmitRequest{})[0]
 	claimOne(t, s, "w1", time.Hour)
 	c := sqlConn(t, url)
-	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET last_heartbeat = now() - interval '1 hour' WHERE id = $1`, j.ID); err != nil {
-		t.Fatal(err)
-	}
-	opts := store.RecoverOptions{SilentAfter: time.Minute, Grace: time.Hour}
-	if outs, err := s.Recover(ctxT(t), opts); err != nil || len(outs) != 0 {
-		t.Fatalf("silent but leased: %v %v", outs, err)
-	}
-	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, j.ID); err != nil {
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET last_heartbeat = now() - interval '10 minutes', lease_until = now() - interval '1 second' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: time.Hour}); err != nil || len(outs) != 0 {
-		t.Fatalf("lease passed, within grace, silence not judged: %v %v", outs, err)
+		t.Fatalf("lease passed, within grace: %v %v", outs, err)
 	}
-	outs, err := s.Recover(ctxT(t), opts)
-	if err != nil || len(outs) != 1 || !strings.Contains(outs[0].Detail, "silent for") {
-		t.Fatalf("silent, lease passed: %+v %v", outs, err)
+	if outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: time.Hour, SilentAfter: time.Hour}); err != nil || len(outs) != 0 {
+		t.Fatalf("within grace, heart-beaten within SilentAfter: %v %v", outs, err)
+	}
+	outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: time.Hour, SilentAfter: time.Minute})
+	if err != nil || len(outs) != 1 || !strings.Contains(outs[0].Detail, "agent w1 silent for 10m") {
+		t.Fatalf("silent: %+v %v", outs, err)
 	}
 }
 

@@ -246,19 +246,23 @@ func (s *Store) remove(ctx context.Context, id, op string, check func(*job.Job) 
 
 // Recover implements store.Store on the database's clock: an in-progress
 // job is taken away (moved to stale, its holder fenced by the status)
-// once its lease plus opts.Grace has passed, or, its lease having
-// passed, once its holder has been silent for opts.SilentAfter. A job
-// whose lease holds is never touched. Rows another transaction is
+// once its lease plus opts.Grace has passed, or once its holder has not
+// heart-beaten for opts.SilentAfter (the caller's own judgement of
+// silence, as in a spool: zero leaves it to the lease). A holder that
+// heart-beats within both is never touched. Rows another transaction is
 // changing are skipped (the next pass sees them).
 func (s *Store) Recover(ctx context.Context, opts store.RecoverOptions) ([]job.Outcome, error) {
 	if opts.Actor == "" {
 		opts.Actor = "watchdogd"
 	}
+	if opts.SilentAfter > 0 && opts.SilentAfter < time.Microsecond {
+		opts.SilentAfter = time.Microsecond // the database's resolution
+	}
 	var outs []job.Outcome
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT now(), lease_until, `+jobCols+` FROM jobs
 			WHERE status = 'in-progress' AND (lease_until IS NULL OR lease_until + $1::interval < now()
-				OR ($2::interval > '0' AND lease_until < now() AND last_heartbeat < now() - $2::interval))
+				OR ($2::interval > '0' AND last_heartbeat < now() - $2::interval))
 			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, opts.Grace, opts.SilentAfter)
 		if err != nil {
 			return err
@@ -285,12 +289,14 @@ func (s *Store) Recover(ctx context.Context, opts store.RecoverOptions) ([]job.O
 		}
 		for _, g := range gs {
 			lease := g.lease
-			why := "lease expired"
-			if lease != nil {
+			var why string
+			switch {
+			case lease == nil:
+				why = fmt.Sprintf("agent %s's claim has no lease", g.j.Agent)
+			case lease.Add(opts.Grace).Before(g.now):
 				why = fmt.Sprintf("lease of agent %s expired at %s", g.j.Agent, lease.UTC().Format(time.RFC3339Nano))
-			}
-			if g.j.LastHeartbeat != nil && opts.SilentAfter > 0 && g.now.Sub(*g.j.LastHeartbeat) > opts.SilentAfter {
-				why += fmt.Sprintf("; silent for %s", g.now.Sub(*g.j.LastHeartbeat).Round(time.Millisecond))
+			default:
+				why = fmt.Sprintf("agent %s silent for %s", g.j.Agent, g.now.Sub(*g.j.LastHeartbeat).Round(time.Millisecond))
 			}
 			now := g.now.UTC()
 			nj := g.j.Clone()
