@@ -127,14 +127,27 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 	}
 	// Sorted as the select ordered them (RETURNING has no order).
 	sortClaims(out)
-	for _, c := range out {
-		c := c.(*claim)
-		if s.scratch != "" {
-			c.dir = filepath.Join(s.scratch, h.Agent, c.j.ID)
-			if err := os.MkdirAll(c.dir, 0o755); err != nil {
-				return out, fmt.Errorf("claim %s: working directory: %w", c.j.ID, err)
+	if s.scratch == "" {
+		return out, nil
+	}
+	for _, sc := range out {
+		c := sc.(*claim)
+		c.dir = filepath.Join(s.scratch, h.Agent, c.j.ID)
+		if err = os.MkdirAll(c.dir, 0o755); err != nil {
+			err = fmt.Errorf("claim %s: working directory: %w", c.j.ID, err)
+			break
+		}
+	}
+	if err != nil {
+		// No attempt can run here (a full disk, say): every job goes
+		// back to queued at once, its attempt not counted, rather than
+		// waiting in-progress for its lease to run out.
+		for _, sc := range out {
+			if rerr := sc.Commit(ctx, job.Queued, "released: "+err.Error(), func(nj *job.Job) { nj.Attempts-- }); rerr != nil {
+				err = fmt.Errorf("%w (and releasing %s: %v)", err, sc.Job().ID, rerr)
 			}
 		}
+		return nil, err
 	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -314,5 +316,32 @@ func TestRemoveExpireBusy(t *testing.T) {
 	}
 	if _, err := s.Move(ctxT(t), "two", job.Queued, job.Held, "farroctl", "held", nil); !errors.Is(err, store.ErrBusy) {
 		t.Fatalf("move of a locked job: %v", err)
+	}
+}
+
+// A claim whose working directory cannot be made (here: a file where the
+// agent's directory must be) fails and gives its jobs back at once,
+// their attempt not counted.
+func TestClaimWithoutWorkingDirectoryReleases(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	if err := os.WriteFile(filepath.Join(s.scratch, "w"), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctxT(t), job.Holder{Actor: "agentd/w", Agent: "w"}, store.ClaimOptions{Max: 2})
+	if err == nil || len(cs) != 0 || !strings.Contains(err.Error(), "working directory") {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	got, _ := s.Get(ctxT(t), j.ID)
+	if got.Status != job.Queued || got.Attempts != 0 {
+		t.Fatalf("job after the failed claim: %+v", got)
+	}
+	c := claimOne(t, s, "w2", time.Minute)
+	if c.Job().ID != j.ID || c.Dir() != filepath.Join(s.scratch, "w2", j.ID) {
+		t.Fatalf("claim by another agent: %+v dir %s", c.Job(), c.Dir())
+	}
+	if fi, err := os.Stat(c.Dir()); err != nil || !fi.IsDir() {
+		t.Fatalf("working directory: %v", err)
 	}
 }
