@@ -225,7 +225,7 @@ func TestRecoverLeaseGraceAndSilence(t *testing.T) {
 // and its event in one transaction.
 func TestCommitAndControl(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s, url := newStore(t)
 	j := submit(t, s, job.SubmitRequest{})[0]
 	c := claimOne(t, s, "w1", time.Minute)
 	if err := c.Commit(ctxT(t), job.Deferred, "", nil); !errors.Is(err, job.ErrIllegal) {
@@ -245,6 +245,10 @@ func TestCommitAndControl(t *testing.T) {
 	got, _ := s.Get(ctxT(t), j.ID)
 	if got.Status != job.Held || got.Attempts != 0 || got.Reason != "held by operator: look" {
 		t.Fatalf("held %+v", got)
+	}
+	var left bool
+	if err := sqlConn(t, url).QueryRow(ctxT(t), `SELECT control IS NOT NULL FROM jobs WHERE id = $1`, j.ID).Scan(&left); err != nil || left {
+		t.Fatalf("the request the commit fulfilled is still with the job (%v)", err)
 	}
 	if err := s.RequestControl(ctxT(t), j.ID, job.Control{Action: job.ControlKill}); !errors.Is(err, job.ErrState) {
 		t.Fatalf("control of a held job: %v", err)
