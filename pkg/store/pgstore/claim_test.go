@@ -356,3 +356,27 @@ func TestClaimWithoutWorkingDirectoryReleases(t *testing.T) {
 		t.Fatalf("working directory: %v", err)
 	}
 }
+
+// A request no one can read (written by hand, or by a newer farro) never
+// blocks the job: the claim that finds it drops it and runs the job, as
+// a spool's claim does with an unreadable control.json.
+func TestUnreadableRequestIsDropped(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	c := sqlConn(t, url)
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET control = '{"action":"explode"}' WHERE id = $1`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	cl := claimOne(t, s, "w", time.Minute)
+	if ctl, err := cl.PendingControl(ctxT(t)); err != nil || ctl != nil {
+		t.Fatalf("pending: %+v %v", ctl, err)
+	}
+	var left bool
+	if err := c.QueryRow(ctxT(t), `SELECT control IS NOT NULL FROM jobs WHERE id = $1`, j.ID).Scan(&left); err != nil || left {
+		t.Fatalf("the unreadable request is still with the job (%v)", err)
+	}
+	if err := cl.Commit(ctxT(t), job.Succeeded, "done", nil); err != nil {
+		t.Fatal(err)
+	}
+}
