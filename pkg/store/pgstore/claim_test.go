@@ -215,7 +215,11 @@ func TestRecoverLeaseGraceAndSilence(t *testing.T) {
 	if outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: time.Hour, SilentAfter: time.Hour}); err != nil || len(outs) != 0 {
 		t.Fatalf("within grace, heart-beaten within SilentAfter: %v %v", outs, err)
 	}
-	outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: time.Hour, SilentAfter: time.Minute})
+	// Silence is judged past SilentAfter plus the grace.
+	if outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: 10 * time.Minute, SilentAfter: time.Minute}); err != nil || len(outs) != 0 {
+		t.Fatalf("silent for 10m, SilentAfter 1m plus grace 10m: %v %v", outs, err)
+	}
+	outs, err := s.Recover(ctxT(t), store.RecoverOptions{Grace: 5 * time.Minute, SilentAfter: time.Minute})
 	if err != nil || len(outs) != 1 || !strings.Contains(outs[0].Detail, "agent w1 silent for 10m") {
 		t.Fatalf("silent: %+v %v", outs, err)
 	}
@@ -378,5 +382,23 @@ func TestUnreadableRequestIsDropped(t *testing.T) {
 	}
 	if err := cl.Commit(ctxT(t), job.Succeeded, "done", nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Among equal priorities the older job goes first: the time its ID
+// carries, or, for an ID without one, when it was submitted — not the
+// ID's alphabetical order.
+func TestClaimOrderByAge(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	submit(t, s, job.SubmitRequest{ID: "zzz-first"})
+	submit(t, s, job.SubmitRequest{ID: "aaa-second"})
+	submit(t, s, job.SubmitRequest{ID: "20200101T000000.000000Z-abcdef"}) // its ID says 2020
+	var got []string
+	for i := 0; i < 3; i++ {
+		got = append(got, claimOne(t, s, "w", time.Minute).Job().ID)
+	}
+	if strings.Join(got, " ") != "20200101T000000.000000Z-abcdef zzz-first aaa-second" {
+		t.Fatalf("claim order %q", got)
 	}
 }

@@ -262,9 +262,9 @@ func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Jo
 				j.Status, j.NotBefore, j.Reason = job.Deferred, &nb, "scheduled"
 			}
 			tag, err := tx.Exec(ctx, `INSERT INTO jobs (id, schema_version, kind, status, priority, max_attempts,
-				created_at, updated_at, not_before, reason, prompt) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10)
+				created_at, updated_at, not_before, reason, prompt, age_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
 				ON CONFLICT (id) DO NOTHING`,
-				j.ID, j.SchemaVersion, j.Kind, string(j.Status), j.Priority, j.MaxAttempts, now, j.NotBefore, j.Reason, r.Prompt)
+				j.ID, j.SchemaVersion, j.Kind, string(j.Status), j.Priority, j.MaxAttempts, now, j.NotBefore, j.Reason, r.Prompt, ageOf(j))
 			if err != nil {
 				return err
 			}
@@ -291,6 +291,15 @@ func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Jo
 		}
 	}
 	return jobs, errs
+}
+
+// ageOf is a job's age in the claim order: the time its ID carries
+// (job.IDTime), or its created_at.
+func ageOf(j *job.Job) time.Time {
+	if t, ok := job.IDTime(j.ID); ok {
+		return t
+	}
+	return j.CreatedAt
 }
 
 // validate checks a request as the spool's Submit does and fills its

@@ -28,19 +28,22 @@ CREATE TABLE jobs (
 	-- prompt.json as submitted, byte for byte (jsonb would reorder keys
 	-- and drop duplicates; the prompt is immutable input).
 	prompt         bytea       NOT NULL,
+	-- The claim order's age: the time a job.NewID id carries
+	-- (job.IDTime), or created_at for an id that carries none (one an
+	-- operator chose). Written once, at submit.
+	age_key        timestamptz NOT NULL,
 	-- An operator's request (job.Control) travelling with the job.
 	control        jsonb,
 	-- The process running the attempt's handler (proc.Identity).
 	handler        jsonb
 );
 
--- Claim order: queued jobs by priority, then age. IDs are time-ordered
--- (job.NewID), so id order is age order and the index needs no
--- created_at. Partial, so that its size is the queue's, not the table's:
--- finished jobs kept for retention never slow a claim, and a claim reads
--- the first entries of this index and stops (LIMIT with FOR UPDATE SKIP
--- LOCKED).
-CREATE INDEX jobs_claim_order ON jobs (priority DESC, id) WHERE status = 'queued';
+-- Claim order: queued jobs by priority, then age (age_key: the time in
+-- the id, or created_at), then id. Partial, so that its size is the
+-- queue's, not the table's: finished jobs kept for retention never slow a
+-- claim, and a claim reads the first entries of this index and stops
+-- (LIMIT with FOR UPDATE SKIP LOCKED).
+CREATE INDEX jobs_claim_order ON jobs (priority DESC, age_key, id) WHERE status = 'queued';
 
 -- Recovery: the in-progress jobs whose lease has run out. Partial, so a
 -- recovery pass reads only the running jobs, oldest lease first.
