@@ -18,7 +18,7 @@ import (
 )
 
 // Claim implements store.Store: one transaction per batch. It selects the
-// best queued jobs that are due (priority, then ID: IDs are time-ordered)
+// best queued jobs that are due (priority, then age, then ID)
 // with FOR UPDATE SKIP LOCKED, so that claimers never wait for each other
 // nor take the same job; applies instead of running an operator's request
 // made for a job's last attempt; and marks the rest in-progress with a new
@@ -42,7 +42,7 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 		rows, err := tx.Query(ctx, `SELECT now(), `+jobCols+` FROM jobs
 			WHERE status = 'queued' AND (not_before IS NULL OR not_before <= now())
 			AND ($1::text[] IS NULL OR kind = ANY($1))
-			ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`, nonEmpty(opts.Kinds), max)
+			ORDER BY priority DESC, age_key, id LIMIT $2 FOR UPDATE SKIP LOCKED`, nonEmpty(opts.Kinds), max)
 		if err != nil {
 			return err
 		}
@@ -193,6 +193,9 @@ func sortClaims(cs []store.Claim) {
 	less := func(a, b *job.Job) bool {
 		if a.Priority != b.Priority {
 			return a.Priority > b.Priority
+		}
+		if ta, tb := ageOf(a), ageOf(b); !ta.Equal(tb) {
+			return ta.Before(tb)
 		}
 		return a.ID < b.ID
 	}

@@ -247,8 +247,8 @@ func (s *Store) remove(ctx context.Context, id, op string, check func(*job.Job) 
 // Recover implements store.Store on the database's clock: an in-progress
 // job is taken away (moved to stale, its holder fenced by the status)
 // once its lease plus opts.Grace has passed, or once its holder has not
-// heart-beaten for opts.SilentAfter (the caller's own judgement of
-// silence, as in a spool: zero leaves it to the lease). A holder that
+// heart-beaten for opts.SilentAfter plus opts.Grace (the caller's own
+// judgement of silence, as in a spool: zero leaves it to the lease). A holder that
 // heart-beats within both is never touched. Rows another transaction is
 // changing are skipped (the next pass sees them).
 func (s *Store) Recover(ctx context.Context, opts store.RecoverOptions) ([]job.Outcome, error) {
@@ -262,7 +262,7 @@ func (s *Store) Recover(ctx context.Context, opts store.RecoverOptions) ([]job.O
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT now(), lease_until, `+jobCols+` FROM jobs
 			WHERE status = 'in-progress' AND (lease_until IS NULL OR lease_until + $1::interval < now()
-				OR ($2::interval > '0' AND last_heartbeat < now() - $2::interval))
+				OR ($2::interval > '0' AND last_heartbeat < now() - $2::interval - $1::interval))
 			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, opts.Grace, opts.SilentAfter)
 		if err != nil {
 			return err
