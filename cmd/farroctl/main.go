@@ -247,6 +247,7 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 	app.Commands = append(app.Commands, jobIDsCommand(c))
 	app.Commands = append(app.Commands, pauseCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, serveCommands(c, usageErr)...)
+	app.Commands = append(app.Commands, migrateCommands(c, usageErr)...)
 	daemon.SpoolAnywhere(app.Commands)
 	daemon.SetMan(app, manPage())
 	return app

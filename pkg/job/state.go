@@ -88,3 +88,14 @@ func (s State) Dir() string {
 	}
 	return string(s) // stale, deferred, held
 }
+
+// Transitions returns a copy of the legal-transitions map, for a store
+// that enforces it outside Go too (pkg/store/pgstore's trigger table is
+// checked against it). Retry's exception is not in it.
+func Transitions() map[State][]State {
+	m := make(map[State][]State, len(transitions))
+	for from, tos := range transitions {
+		m[from] = append([]State(nil), tos...)
+	}
+	return m
+}

@@ -1,0 +1,74 @@
+package testpg
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func query(t *testing.T, url, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var s string
+	if err := conn.QueryRow(ctx, sql).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+// The server is durable like a deployment's, on loopback, and each test
+// gets a database of its own that is dropped when it ends.
+func TestStartAndNewDatabase(t *testing.T) {
+	url := Start(t)
+	if !strings.Contains(url, "@127.0.0.1:") {
+		t.Fatalf("server url %q is not on loopback", url)
+	}
+	for _, setting := range []string{"fsync", "synchronous_commit"} {
+		if v := query(t, url, "SHOW "+setting); v != "on" {
+			t.Errorf("%s = %s, want on", setting, v)
+		}
+	}
+	if v := query(t, url, "SHOW listen_addresses"); v != "127.0.0.1" {
+		t.Errorf("listen_addresses = %s", v)
+	}
+	if Start(t) != url {
+		t.Fatal("a second Start started another server")
+	}
+	var names []string
+	t.Run("two", func(t *testing.T) {
+		a, b := NewDatabase(t, url), NewDatabase(t, url)
+		names = []string{query(t, a, "SELECT current_database()"), query(t, b, "SELECT current_database()")}
+		if names[0] == names[1] || names[0] == "postgres" {
+			t.Fatalf("databases %q are not fresh and distinct", names)
+		}
+	})
+	for _, n := range names {
+		if got := query(t, url, "SELECT count(*)::text FROM pg_database WHERE datname = '"+n+"'"); got != "0" {
+			t.Errorf("database %s was not dropped at the test's end", n)
+		}
+	}
+}
+
+// Without the binaries there is no skip: a one-line error saying what
+// to install.
+func TestNotInstalledSaysWhatToInstall(t *testing.T) {
+	old := binGlob
+	binGlob = "/nonexistent/postgresql/*/bin/postgres"
+	defer func() { binGlob = old }()
+	_, err := StartServer(t.TempDir())
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install postgresql") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,151 @@
+package pgstore
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// Open refuses a database that was never migrated and tells the user
+// what to run; Migrate brings it to this build's version, and running it
+// again changes nothing.
+func TestMigrateIdempotentAndOpenNeedsIt(t *testing.T) {
+	t.Parallel()
+	url := freshDB(t)
+	_, err := Open(ctxT(t), url)
+	if !errors.Is(err, ErrNotMigrated) || !strings.Contains(err.Error(), "farroctl migrate") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Open of an empty database: %v", err)
+	}
+	res, err := Migrate(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.From != 0 || res.To != SchemaVersion() || len(res.Applied) != SchemaVersion() {
+		t.Fatalf("first migrate: %+v", res)
+	}
+	res, err = Migrate(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.From != SchemaVersion() || res.To != SchemaVersion() || len(res.Applied) != 0 {
+		t.Fatalf("second migrate: %+v", res)
+	}
+	db, build, err := Status(ctxT(t), url)
+	if err != nil || db != build || build != SchemaVersion() {
+		t.Fatalf("status: %d %d %v", db, build, err)
+	}
+	s, err := Open(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+}
+
+// Two migrators at once apply each migration once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	url := freshDB(t)
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { _, err := Migrate(ctxT(t), url); errs <- err }()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := sqlConn(t, url).QueryRow(ctxT(t), `SELECT count(*) FROM farro_schema_version`).Scan(&n); err != nil || n != SchemaVersion() {
+		t.Fatalf("%d version rows (%v), want %d", n, err, SchemaVersion())
+	}
+}
+
+// A database migrated by a newer farro is refused by Open and Migrate,
+// with a clear one-line error, and left alone.
+func TestSchemaNewerThanBuildRefused(t *testing.T) {
+	t.Parallel()
+	_, url := newStore(t)
+	c := sqlConn(t, url)
+	if _, err := c.Exec(ctxT(t), `INSERT INTO farro_schema_version (version, name) VALUES ($1, 'from-the-future.sql')`, SchemaVersion()+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(ctxT(t), url)
+	if !errors.Is(err, ErrSchemaNewer) || !strings.Contains(err.Error(), "upgrade farro") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Open: %v", err)
+	}
+	if _, err := Migrate(ctxT(t), url); !errors.Is(err, ErrSchemaNewer) {
+		t.Fatalf("Migrate: %v", err)
+	}
+	var n int
+	if err := c.QueryRow(ctxT(t), `SELECT count(*) FROM farro_schema_version`).Scan(&n); err != nil || n != SchemaVersion()+1 {
+		t.Fatalf("version rows %d (%v): the refused database was changed", n, err)
+	}
+}
+
+// The trigger's table is pkg/job's legal-transitions map, pair for pair.
+func TestTransitionsTableIsJobMap(t *testing.T) {
+	t.Parallel()
+	_, url := newStore(t)
+	rows, err := sqlConn(t, url).Query(ctxT(t), `SELECT from_state || ' -> ' || to_state FROM farro_transitions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	var want []string
+	for from, tos := range job.Transitions() {
+		for _, to := range tos {
+			want = append(want, string(from)+" -> "+string(to))
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("farro_transitions differs from job.Transitions() (a change of the map needs a migration):\n got %q\nwant %q", got, want)
+	}
+}
+
+// A hand-written UPDATE cannot make an illegal move; a legal one passes;
+// a terminal job goes back to queued only through Retry.
+func TestTriggerRefusesIllegalUpdate(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	j := submit(t, s, job.SubmitRequest{})[0]
+	c := sqlConn(t, url)
+	_, err := c.Exec(ctxT(t), `UPDATE jobs SET status = 'succeeded' WHERE id = $1`, j.ID)
+	if pgCode(err) != "FR001" || !strings.Contains(err.Error(), "illegal transition queued -> succeeded") {
+		t.Fatalf("queued -> succeeded by hand: %v", err)
+	}
+	if !errors.Is(mapErr(err), job.ErrIllegal) {
+		t.Fatalf("mapErr: %v", mapErr(err))
+	}
+	if st := status(t, s, j.ID); st != job.Queued {
+		t.Fatalf("status %s after a refused update", st)
+	}
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET status = 'killed' WHERE id = $1`, j.ID); err != nil {
+		t.Fatalf("queued -> killed by hand: %v", err)
+	}
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET status = 'queued' WHERE id = $1`, j.ID); pgCode(err) != "FR001" {
+		t.Fatalf("killed -> queued by hand: %v", err)
+	}
+	r, err := s.Retry(ctxT(t), j.ID, "farroctl", false)
+	if err != nil || r.Status != job.Queued || status(t, s, j.ID) != job.Queued {
+		t.Fatalf("Retry: %v %+v", err, r)
+	}
+	// The retry setting was local to Retry's transaction.
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET status = 'killed' WHERE id = $1`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET status = 'queued' WHERE id = $1`, j.ID); pgCode(err) != "FR001" {
+		t.Fatalf("killed -> queued by hand after a Retry: %v", err)
+	}
+}
