@@ -135,6 +135,9 @@ type Artifact struct {
 	// Exchange is the request and response as sent and received (for
 	// WARC export); nil for a fetch that got no response.
 	Exchange *Exchange `json:"exchange,omitempty"`
+	// LoginWall says the response is a login wall (loginwall.go):
+	// LoginWallRedirect or LoginWallForm; empty otherwise.
+	LoginWall string `json:"login_wall,omitempty"`
 
 	PageDirectives // noindex, nofollow (filter.go)
 }

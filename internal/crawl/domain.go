@@ -84,6 +84,7 @@ const (
 	ReasonCooldownOver      = "cooldown_over"   // retrying after a cooldown
 	ReasonGaveUp            = "gave_up"         // blocked or unreachable too often: no more retries in this crawl
 	ReasonRefresh           = "refresh"         // exhausted domain revisited (refresh round)
+	// ReasonLoginRequired (cooldown.go): the domain answers with a login wall.
 )
 
 // RobotsCache is what a domain knows about the robots.txt of one origin
@@ -189,6 +190,10 @@ type Domain struct {
 	// began (nil: no streak): an outage must last UnreachableAfter.
 	NetErrorsSince *time.Time `json:"net_errors_since,omitempty"`
 	Cooldowns      int        `json:"cooldowns"` // times blocked or unreachable
+	// Login walls answered (loginwall.go): in all, and in a row (a 2xx
+	// page that is not a login page ends the streak).
+	LoginWalls            int `json:"login_walls,omitempty"`
+	ConsecutiveLoginWalls int `json:"consecutive_login_walls,omitempty"`
 
 	RobotsFetches int `json:"robots_fetches"` // robots.txt jobs released (numbers their IDs)
 
@@ -234,6 +239,7 @@ func (d *Domain) Reset(now time.Time) {
 	d.Status, d.Reason, d.ReasonDetail = DomainPending, ReasonReset, ""
 	d.NextCrawlAfter, d.NextReleaseAt, d.FirstBlockedAt = nil, nil, nil
 	d.ConsecutiveErrorCount, d.ConsecutiveNetErrorCount, d.Cooldowns = 0, 0, 0
+	d.ConsecutiveLoginWalls = 0
 	d.NetErrorsSince = nil
 	d.Robots = map[string]*RobotsCache{}
 	d.UpdatedAt = now

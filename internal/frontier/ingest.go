@@ -138,7 +138,10 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		}
 		if art.ErrorCode == crawl.ErrCodeContentType {
 			out.Detail = art.Error
+		} else if art.LoginWall != "" {
+			out.Detail = "login wall (" + art.LoginWall + ")"
 		}
+		d.loginWall(dm, &art, now) // loginwall.go, before fetched counts the page
 		d.fetched(dm, fl.ID, &art, now)
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
 		out.Outcome, out.Detail, out.ErrorCode = crawl.OutcomeRefused, art.Error, art.ErrorCode

@@ -123,6 +123,7 @@ func (d *driver) eligible(dm *dom, now time.Time) bool {
 		wasRobots := dd.Reason == crawl.ReasonRobotsUnavailable
 		dd.NextCrawlAfter = nil
 		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount, dd.NetErrorsSince = 0, 0, nil
+		dd.ConsecutiveLoginWalls = 0
 		d.transition(dm, crawl.DomainPending, crawl.ReasonCooldownOver, "")
 		if wasRobots {
 			for o, rc := range dd.Robots {
