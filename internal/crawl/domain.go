@@ -84,6 +84,9 @@ const (
 	ReasonCooldownOver      = "cooldown_over"   // retrying after a cooldown
 	ReasonGaveUp            = "gave_up"         // blocked or unreachable too often: no more retries in this crawl
 	ReasonRefresh           = "refresh"         // exhausted domain revisited (refresh round)
+	// ReasonCrawlDepthReached: exhausted, with URLs of the domain found
+	// only beyond the crawl's max_depth (Domain.LinksTooDeep).
+	ReasonCrawlDepthReached = "crawl_depth_reached"
 	// ReasonLoginRequired (cooldown.go): the domain answers with a login wall.
 )
 
@@ -182,6 +185,10 @@ type Domain struct {
 	RobotsDenied    int64            `json:"robots_denied"`
 	Refused         int64            `json:"refused"` // refused by the fetcher (private address, ...)
 	StatusCounts    map[string]int64 `json:"status_counts,omitempty"`
+	// LinksTooDeep counts the domain's URLs found only beyond the crawl's
+	// max_depth: distinct (deep/ set), not queued since at a lower depth.
+	// Like the seen-set it is best effort across a power cut.
+	LinksTooDeep int64 `json:"links_too_deep,omitempty"`
 
 	TotalErrorCount          int `json:"total_error_count"`
 	ConsecutiveErrorCount    int `json:"consecutive_error_count"`     // 403/429/5xx in a row

@@ -440,6 +440,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	if depth > d.cfg.MaxDepth {
 		if has, _ := d.deep.Has(k); !has {
 			d.deep.Add(k)
+			d.tooDeep(u, k) // depth.go
 		}
 		t.TooDeep++
 		return
@@ -466,6 +467,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	}
 	d.seen.Add(k)
 	dm := d.domain(name, parent, now)
+	d.shallower(dm, k) // depth.go
 	seg := dm.d.Segment(depth, prio)
 	key := segKey{name, seg.File}
 	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})
