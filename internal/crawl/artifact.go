@@ -220,6 +220,9 @@ type Outcome struct {
 	LastModified string `json:"last_modified,omitempty"`
 	Unchanged    bool   `json:"unchanged,omitempty"`
 	Round        int    `json:"round,omitempty"`
+	// Recrawl: a refresh round's response for a URL that had one before
+	// (counted in the domain's pages_recrawled).
+	Recrawl bool `json:"recrawl,omitempty"`
 	PageDirectives
 }
 

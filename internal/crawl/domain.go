@@ -135,6 +135,7 @@ type Flight struct {
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"last_modified,omitempty"`
 	PrevSHA256   string `json:"prev_sha256,omitempty"`
+	Known        bool   `json:"known,omitempty"` // a revisit of a URL with an earlier response (Entry.Known)
 }
 
 // Segment is one queue file of a domain: the URLs discovered at one
@@ -213,6 +214,11 @@ type Domain struct {
 	RoundStartedAt *time.Time `json:"round_started_at,omitempty"`
 	PagesNew       int64      `json:"pages_new"`
 	PagesUnchanged int64      `json:"pages_unchanged"`
+	// PagesRecrawled counts the responses, among PagesCrawled, to a
+	// refresh round's revisits of URLs that had a response before:
+	// PagesCrawled - PagesRecrawled pages were crawled at least once,
+	// never more than PagesDiscovered.
+	PagesRecrawled int64 `json:"pages_recrawled,omitempty"`
 
 	Run         int   `json:"run"`          // the crawl run RunReleased counts
 	RunReleased int64 `json:"run_released"` // URLs released in that run

@@ -143,6 +143,10 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		}
 		d.loginWall(dm, &art, now) // loginwall.go, before fetched counts the page
 		d.fetched(dm, fl.ID, &art, now)
+		if fl.Known {
+			dd.PagesRecrawled++
+			out.Recrawl = true
+		}
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
 		out.Outcome, out.Detail, out.ErrorCode = crawl.OutcomeRefused, art.Error, art.ErrorCode
 		if art.ErrorCode == crawl.ErrCodePrivate {
