@@ -42,6 +42,8 @@ type CheckPrompt struct {
 	// MinIntervalMS spaces the checks of one domain at request time
 	// (gate.go), whoever runs them.
 	MinIntervalMS int64 `json:"min_interval_ms,omitempty"`
+	// Budget: the acquisition's share of the run's requests (budget.go).
+	Budget RunBudget `json:"budget,omitempty"`
 }
 
 // CheckResult is the result.json a source.check job leaves.
@@ -157,7 +159,7 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 		}
 	}
 	if p.Acquire {
-		a, err := Acquire(h.Spool, p.Source, h.now())
+		a, err := AcquireWith(h.Spool, p.Source, h.now(), p.Budget)
 		if err != nil {
 			return res, fmt.Errorf("acquire %s: %w", p.Source, err)
 		}
