@@ -101,6 +101,11 @@ type DomainSummary struct {
 	Recrawled int64 `json:"pages_recrawled"`
 }
 
+// PagesCrawledOnce is the pages crawled at least once (the responses to
+// refresh rounds' revisits aside): never more than Discovered. The
+// domain tables show it (PAGES, the dashboard's "pages crawled").
+func (r *DomainSummary) PagesCrawledOnce() int64 { return r.Crawled - r.Recrawled }
+
 func domainSummary(name string, d *crawl.Domain) *DomainSummary {
 	return &DomainSummary{
 		Crawl: name, Domain: d.Domain, ParentDomain: d.ParentDomain, Status: d.Status, Reason: d.Reason, ReasonDetail: d.ReasonDetail,
@@ -273,7 +278,7 @@ func printDomains(w io.Writer, rows []*DomainSummary, withCrawl bool, now time.T
 			last = r.LastCrawledAt.UTC().Format("2006-01-02 15:04:05")
 		}
 		next := nextColumn(r, now) // domains_next.go
-		row := []string{r.Domain, string(r.Status), fmt.Sprintf("%d/%d", r.Crawled-r.Recrawled, r.Discovered), fmt.Sprint(r.Pending),
+		row := []string{r.Domain, string(r.Status), fmt.Sprintf("%d/%d", r.PagesCrawledOnce(), r.Discovered), fmt.Sprint(r.Pending),
 			fmt.Sprint(r.InFlight), fmt.Sprint(r.Errors), last, next}
 		if withCrawl {
 			row = append([]string{r.Crawl}, row...)
