@@ -66,7 +66,10 @@ func (h *CheckHandler) robotsAllowed(ctx context.Context, src *source.Source, in
 	now := h.now()
 	path := h.Spool.Path(robotsPath(origin))
 	var rc robotsCopy
-	if b, rerr := fsq.ReadFileCapped(path, 2*maxRobotsBytes); rerr != nil || json.Unmarshal(b, &rc) != nil || rc.Origin != origin ||
+	// The copy is read capped (JSON escapes can make a body several
+	// times longer) and without blocking: anything unreadable is fetched
+	// again and replaced.
+	if b, rerr := fsq.ReadFileCapped(path, 8*maxRobotsBytes); rerr != nil || json.Unmarshal(b, &rc) != nil || rc.Origin != origin ||
 		now.Sub(rc.FetchedAt) >= RobotsTTL || rc.FetchedAt.After(now.Add(time.Minute)) {
 		rc, why, err = h.fetchRobots(ctx, src, origin, interval)
 		if err != nil {

@@ -1,7 +1,12 @@
 package pipeline_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,5 +63,44 @@ func TestCheckObeysRobots(t *testing.T) {
 	}
 	if n := e.site.Count(host, "/robots.txt", 0); n != robots {
 		t.Errorf("robots.txt requested %d times after the second run, %d before: the copy was not used", n, robots)
+	}
+}
+
+// TestCheckRobotsCopyHostile: a FIFO where a check keeps its robots.txt
+// copy neither blocks the check nor is trusted: robots.txt is fetched
+// again, obeyed, and the FIFO replaced by a copy.
+func TestCheckRobotsCopyHostile(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	defer e.stop()
+	host := "fifo.test"
+	e.site.SetMode(host, livesite.ETag)
+	e.site.SetRobots(host, "User-agent: *\nDisallow: /no\n")
+	e.site.Set(host, "/no", livesite.Page("no"))
+	src := e.addSource("no", host, "/no", nil)
+	origin, err := crawl.Origin(src.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(origin))
+	dir := e.spool.Path(pipeline.RobotsDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, hex.EncodeToString(sum[:16])+".json")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.run(pipeline.RunOptions{Politeness: pipeline.Politeness{MaxSources: 10, MaxPerDomain: 10, MinDomainInterval: 20 * time.Millisecond}})
+	e.waitFor("the check", 10*time.Second, func() bool { return e.source("no").LastCheckedAt != nil })
+	e.waitJobsDone(10 * time.Second)
+	if s := e.source("no"); !strings.Contains(s.LastError, "Disallow: /no") {
+		t.Errorf("check: outcome %s, error %q; want robots_denied", s.LastOutcome, s.LastError)
+	}
+	if n := e.site.Count(host, "/no", 0); n != 0 {
+		t.Errorf("/no requested %d times", n)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("robots.txt copy: %v %v, want a regular file in place of the FIFO", fi, err)
 	}
 }
