@@ -135,6 +135,9 @@ type Artifact struct {
 	// Exchange is the request and response as sent and received (for
 	// WARC export); nil for a fetch that got no response.
 	Exchange *Exchange `json:"exchange,omitempty"`
+	// LoginWall says the response is a login wall (loginwall.go):
+	// LoginWallRedirect or LoginWallForm; empty otherwise.
+	LoginWall string `json:"login_wall,omitempty"`
 
 	PageDirectives // noindex, nofollow (filter.go)
 }
@@ -217,6 +220,9 @@ type Outcome struct {
 	LastModified string `json:"last_modified,omitempty"`
 	Unchanged    bool   `json:"unchanged,omitempty"`
 	Round        int    `json:"round,omitempty"`
+	// Recrawl: a refresh round's response for a URL that had one before
+	// (counted in the domain's pages_recrawled).
+	Recrawl bool `json:"recrawl,omitempty"`
 	PageDirectives
 }
 

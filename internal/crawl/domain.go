@@ -84,6 +84,10 @@ const (
 	ReasonCooldownOver      = "cooldown_over"   // retrying after a cooldown
 	ReasonGaveUp            = "gave_up"         // blocked or unreachable too often: no more retries in this crawl
 	ReasonRefresh           = "refresh"         // exhausted domain revisited (refresh round)
+	// ReasonCrawlDepthReached: exhausted, with URLs of the domain found
+	// only beyond the crawl's max_depth (Domain.LinksTooDeep).
+	ReasonCrawlDepthReached = "crawl_depth_reached"
+	// ReasonLoginRequired (cooldown.go): the domain answers with a login wall.
 )
 
 // RobotsCache is what a domain knows about the robots.txt of one origin
@@ -131,6 +135,7 @@ type Flight struct {
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"last_modified,omitempty"`
 	PrevSHA256   string `json:"prev_sha256,omitempty"`
+	Known        bool   `json:"known,omitempty"` // a revisit of a URL with an earlier response (Entry.Known)
 }
 
 // Segment is one queue file of a domain: the URLs discovered at one
@@ -181,6 +186,10 @@ type Domain struct {
 	RobotsDenied    int64            `json:"robots_denied"`
 	Refused         int64            `json:"refused"` // refused by the fetcher (private address, ...)
 	StatusCounts    map[string]int64 `json:"status_counts,omitempty"`
+	// LinksTooDeep counts the domain's URLs found only beyond the crawl's
+	// max_depth: distinct (deep/ set), not queued since at a lower depth.
+	// Like the seen-set it is best effort across a power cut.
+	LinksTooDeep int64 `json:"links_too_deep,omitempty"`
 
 	TotalErrorCount          int `json:"total_error_count"`
 	ConsecutiveErrorCount    int `json:"consecutive_error_count"`     // 403/429/5xx in a row
@@ -189,6 +198,10 @@ type Domain struct {
 	// began (nil: no streak): an outage must last UnreachableAfter.
 	NetErrorsSince *time.Time `json:"net_errors_since,omitempty"`
 	Cooldowns      int        `json:"cooldowns"` // times blocked or unreachable
+	// Login walls answered (loginwall.go): in all, and in a row (a 2xx
+	// page that is not a login page ends the streak).
+	LoginWalls            int `json:"login_walls,omitempty"`
+	ConsecutiveLoginWalls int `json:"consecutive_login_walls,omitempty"`
 
 	RobotsFetches int `json:"robots_fetches"` // robots.txt jobs released (numbers their IDs)
 
@@ -201,6 +214,11 @@ type Domain struct {
 	RoundStartedAt *time.Time `json:"round_started_at,omitempty"`
 	PagesNew       int64      `json:"pages_new"`
 	PagesUnchanged int64      `json:"pages_unchanged"`
+	// PagesRecrawled counts the responses, among PagesCrawled, to a
+	// refresh round's revisits of URLs that had a response before:
+	// PagesCrawled - PagesRecrawled pages were crawled at least once,
+	// never more than PagesDiscovered.
+	PagesRecrawled int64 `json:"pages_recrawled,omitempty"`
 
 	Run         int   `json:"run"`          // the crawl run RunReleased counts
 	RunReleased int64 `json:"run_released"` // URLs released in that run
@@ -234,6 +252,7 @@ func (d *Domain) Reset(now time.Time) {
 	d.Status, d.Reason, d.ReasonDetail = DomainPending, ReasonReset, ""
 	d.NextCrawlAfter, d.NextReleaseAt, d.FirstBlockedAt = nil, nil, nil
 	d.ConsecutiveErrorCount, d.ConsecutiveNetErrorCount, d.Cooldowns = 0, 0, 0
+	d.ConsecutiveLoginWalls = 0
 	d.NetErrorsSince = nil
 	d.Robots = map[string]*RobotsCache{}
 	d.UpdatedAt = now

@@ -30,6 +30,10 @@ type Entry struct {
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"last_modified,omitempty"`
 	PrevSHA256   string `json:"prev_sha256,omitempty"`
+	// Known: a refresh round's revisit of a URL that had a response
+	// before (its response counts as pages_recrawled, not as a page
+	// crawled for the first time).
+	Known bool `json:"known,omitempty"`
 	// A retry after a failed attempt (retry.go): Try numbers the
 	// retry (its job ID's suffix), Failures counts the attempts held
 	// against the URL.

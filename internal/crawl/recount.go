@@ -88,6 +88,7 @@ type DomainCounts struct {
 	Refused      int64            `json:"refused"`
 	New          int64            `json:"pages_new"`
 	Unchanged    int64            `json:"pages_unchanged"`
+	Recrawled    int64            `json:"pages_recrawled"`
 	Pending      int64            `json:"pending"`
 	Queued       int64            `json:"queued"` // queue entries appended, retries included
 	InFlight     int              `json:"in_flight"`
@@ -116,7 +117,7 @@ func (st *Store) Stored() (*Counts, error) {
 	for _, d := range doms {
 		dc := &DomainCounts{Discovered: d.PagesDiscovered, Released: d.PagesReleased, Crawled: d.PagesCrawled,
 			Failed: d.PagesFailed, RobotsDenied: d.RobotsDenied, Refused: d.Refused, New: d.PagesNew,
-			Unchanged: d.PagesUnchanged, Pending: d.Pending(), InFlight: len(d.InFlight), HTTPStatus: map[string]int64{}}
+			Unchanged: d.PagesUnchanged, Recrawled: d.PagesRecrawled, Pending: d.Pending(), InFlight: len(d.InFlight), HTTPStatus: map[string]int64{}}
 		for _, s := range d.Queue {
 			dc.Queued += s.Count
 		}
@@ -210,6 +211,9 @@ func Recount(st *Store) (*Counts, error) {
 		switch o.Outcome {
 		case OutcomeFetched:
 			dc.Crawled++
+			if o.Recrawl {
+				dc.Recrawled++
+			}
 			dc.HTTPStatus[fmt.Sprint(o.HTTPStatus)]++
 			switch {
 			case o.Unchanged:
@@ -292,6 +296,7 @@ func (a *Counts) Diff(b *Counts) []string {
 		cmp(p+"refused", x.Refused, y.Refused)
 		cmp(p+"pages_new", x.New, y.New)
 		cmp(p+"pages_unchanged", x.Unchanged, y.Unchanged)
+		cmp(p+"pages_recrawled", x.Recrawled, y.Recrawled)
 		cmp(p+"pending", x.Pending, y.Pending)
 		cmp(p+"queued", x.Queued, y.Queued)
 		cmp(p+"in_flight", int64(x.InFlight), int64(y.InFlight))

@@ -14,8 +14,14 @@ import (
 // measured over.
 const crawlRateWindow = time.Minute
 
-// outcomesTail is how much of the end of outcomes.jsonl the rate reads.
-const outcomesTail = 4 << 20
+// outcomesChunk is how much of outcomes.jsonl the rate reads at a time,
+// from its end back to the window's start; outcomesTail caps the whole
+// read (a crawl finishing more outcome lines in its last minute than that
+// is measured over the part read: see countOutcomes).
+const (
+	outcomesChunk = 1 << 20
+	outcomesTail  = 64 << 20
+)
 
 // crawlRate is a crawl's rate for status: URLs finished (robots.txt
 // denials aside) per second over the last minute of the current run's
@@ -42,47 +48,69 @@ func crawlRate(st *crawl.Store, cr *crawl.Crawl, now time.Time) (float64, time.D
 	if span <= 0 {
 		return 0, 0
 	}
-	n := countOutcomes(st.Path(crawl.OutcomesFile), start, end)
+	n, from := countOutcomes(st.Path(crawl.OutcomesFile), start, end)
+	if from.After(start) && from.Before(end) {
+		// The read stopped at its cap inside the window: the rate is
+		// the part read's, not the whole window's count diluted.
+		span = end.Sub(from)
+	}
 	return float64(n) / max(span, time.Second).Seconds(), span
 }
 
 // countOutcomes counts the outcomes (robots.txt denials aside) recorded in
-// (start, end], reading the tail of outcomes.jsonl through fsq's
-// non-blocking regular-file open: a symlink, FIFO or other hostile entry
-// counts nothing and never blocks.
-func countOutcomes(path string, start, end time.Time) int {
+// (start, end], reading outcomes.jsonl backwards from its end, a chunk at a
+// time, until a line at or before start (or outcomesTail bytes) through
+// fsq's non-blocking regular-file open: a symlink, FIFO or other hostile
+// entry counts nothing and never blocks. When the read stops at its cap
+// before reaching start, from is the time of the oldest line it read
+// (the count covers (from, end]); otherwise from is start.
+func countOutcomes(path string, start, end time.Time) (n int, from time.Time) {
+	from = start
 	f, size, err := fsq.OpenRegular(path)
 	if err != nil {
-		return 0
+		return 0, from
 	}
 	defer f.Close()
-	off := max(size-outcomesTail, 0)
-	buf := make([]byte, size-off)
-	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
-		return 0
+	var carry []byte // the partial first line of the chunk read last
+	oldest := time.Time{}
+	for pos := size; pos > 0; {
+		if size-pos >= outcomesTail {
+			if !oldest.IsZero() {
+				from = oldest
+			}
+			return n, from
+		}
+		off := max(pos-outcomesChunk, 0)
+		buf := make([]byte, pos-off, pos-off+int64(len(carry)))
+		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+			return n, from
+		}
+		buf = append(buf, carry...)
+		pos = off
+		lines := bytes.Split(buf, []byte("\n"))
+		carry = nil
+		if off > 0 {
+			carry, lines = lines[0], lines[1:] // completed by the chunk before it
+		}
+		for i := len(lines) - 1; i >= 0; i-- {
+			var o struct {
+				Time    time.Time `json:"time"`
+				Outcome string    `json:"outcome"`
+			}
+			if json.Unmarshal(lines[i], &o) != nil {
+				continue
+			}
+			if !o.Time.After(start) {
+				return n, from
+			}
+			oldest = o.Time
+			if o.Time.After(end) || o.Outcome == crawl.OutcomeRobotsDenied {
+				continue
+			}
+			n++
+		}
 	}
-	lines := bytes.Split(buf, []byte("\n"))
-	if off > 0 && len(lines) > 0 {
-		lines = lines[1:] // a partial first line
-	}
-	n := 0
-	for i := len(lines) - 1; i >= 0; i-- {
-		var o struct {
-			Time    time.Time `json:"time"`
-			Outcome string    `json:"outcome"`
-		}
-		if json.Unmarshal(lines[i], &o) != nil {
-			continue
-		}
-		if !o.Time.After(start) {
-			break
-		}
-		if o.Time.After(end) || o.Outcome == crawl.OutcomeRobotsDenied {
-			continue
-		}
-		n++
-	}
-	return n
+	return n, from
 }
 
 // crawlElapsed is the crawl's own duration: from its creation to when it

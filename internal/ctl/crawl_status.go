@@ -95,7 +95,16 @@ type DomainSummary struct {
 	// CrawlState is the state of the domain's crawl: NEXT says when the
 	// domain releases again only while the crawl runs (domains_next.go).
 	CrawlState crawl.State `json:"crawl_state,omitempty"`
+	// Recrawled: responses to refresh rounds' revisits, among Crawled
+	// (the table's PAGES shows Crawled - Recrawled, the pages crawled at
+	// least once, out of Discovered).
+	Recrawled int64 `json:"pages_recrawled"`
 }
+
+// PagesCrawledOnce is the pages crawled at least once (the responses to
+// refresh rounds' revisits aside): never more than Discovered. The
+// domain tables show it (PAGES, the dashboard's "pages crawled").
+func (r *DomainSummary) PagesCrawledOnce() int64 { return r.Crawled - r.Recrawled }
 
 func domainSummary(name string, d *crawl.Domain) *DomainSummary {
 	return &DomainSummary{
@@ -104,7 +113,8 @@ func domainSummary(name string, d *crawl.Domain) *DomainSummary {
 		RobotsDenied: d.RobotsDenied, Pending: d.Pending(), InFlight: len(d.InFlight), Errors: d.TotalErrorCount,
 		Consecutive: d.ConsecutiveErrorCount + d.ConsecutiveNetErrorCount, LastCrawledAt: d.LastCrawledAt,
 		NextCrawlAfter: d.NextCrawlAfter, NextReleaseAt: d.NextReleaseAt, Interval: d.IntervalSeconds,
-		GaveUp: (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil,
+		GaveUp:    (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil,
+		Recrawled: d.PagesRecrawled,
 	}
 }
 
@@ -268,7 +278,7 @@ func printDomains(w io.Writer, rows []*DomainSummary, withCrawl bool, now time.T
 			last = r.LastCrawledAt.UTC().Format("2006-01-02 15:04:05")
 		}
 		next := nextColumn(r, now) // domains_next.go
-		row := []string{r.Domain, string(r.Status), fmt.Sprintf("%d/%d", r.Crawled, r.Discovered), fmt.Sprint(r.Pending),
+		row := []string{r.Domain, string(r.Status), fmt.Sprintf("%d/%d", r.PagesCrawledOnce(), r.Discovered), fmt.Sprint(r.Pending),
 			fmt.Sprint(r.InFlight), fmt.Sprint(r.Errors), last, next}
 		if withCrawl {
 			row = append([]string{r.Crawl}, row...)

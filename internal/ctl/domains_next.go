@@ -32,6 +32,10 @@ func nextColumn(r *DomainSummary, now time.Time) string {
 	return "now"
 }
 
+// Next is the NEXT column of the row at now (the dashboard's "next
+// allowed request").
+func (r *DomainSummary) Next(now time.Time) string { return nextColumn(r, now) }
+
 // setCrawlStates fills the CrawlState of each row from its crawl's
 // crawl.json (read once per crawl).
 func setCrawlStates(s *job.Spool, rows []*DomainSummary) {

@@ -22,6 +22,10 @@ type PipelineOptions struct {
 	MaxSources        int
 	MaxPerDomain      int
 	MinDomainInterval time.Duration
+	// MaxDomainRequests and MaxRequests: the run's request caps (one
+	// domain, in all), checks and acquisitions together (0: no cap).
+	MaxDomainRequests int
+	MaxRequests       int
 	RefreshInterval   time.Duration
 	MaxRefresh        int
 	JSON              bool
@@ -34,7 +38,8 @@ type PipelineOptions struct {
 // Pipeline does one pipeline run (docs/PIPELINE.md) and prints its
 // report. With --dry-run it prints the plan and writes nothing.
 func (c *Ctl) Pipeline(o PipelineOptions) error {
-	if o.MaxSources < 0 || o.MaxPerDomain < 0 || o.MinDomainInterval < 0 || o.RefreshInterval < 0 || o.MaxRefresh < 0 {
+	if o.MaxSources < 0 || o.MaxPerDomain < 0 || o.MinDomainInterval < 0 || o.RefreshInterval < 0 || o.MaxRefresh < 0 ||
+		o.MaxDomainRequests < 0 || o.MaxRequests < 0 {
 		return Usagef("pipeline %s: limits and intervals must not be negative", o.Mode)
 	}
 	if o.JSON && o.LogJSON {
@@ -81,7 +86,8 @@ func (c *Ctl) pipelineRun(o PipelineOptions) (*pipeline.Report, error) {
 	}
 	return pipeline.Run(sp, pipeline.RunOptions{
 		Mode: o.Mode, DryRun: o.DryRun, RefreshInterval: o.RefreshInterval, MaxRefresh: o.MaxRefresh, Now: c.now(),
-		Politeness: pipeline.Politeness{MaxSources: o.MaxSources, MaxPerDomain: o.MaxPerDomain, MinDomainInterval: o.MinDomainInterval},
+		Politeness: pipeline.Politeness{MaxSources: o.MaxSources, MaxPerDomain: o.MaxPerDomain, MinDomainInterval: o.MinDomainInterval,
+			MaxDomainRequests: o.MaxDomainRequests, MaxRequests: o.MaxRequests},
 	})
 }
 
@@ -118,6 +124,9 @@ func printReport(w io.Writer, rep *pipeline.Report) {
 			if a.Result != nil && a.Result.Action != "" {
 				line += " (" + a.Result.Action + ")"
 			}
+			if b := a.Budget; b != nil {
+				line += fmt.Sprintf(" [budget %s pages, %s per domain, %s apart]", capText(b.MaxPages), capText(b.MaxPagesPerDomain), b.Interval.D())
+			}
 			if a.Error != "" {
 				line += ": " + a.Error
 			}
@@ -132,6 +141,14 @@ func printReport(w io.Writer, rep *pipeline.Report) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// capText prints a cap (0: none).
+func capText(n int64) string {
+	if n <= 0 {
+		return "no cap on"
+	}
+	return fmt.Sprint(n)
 }
 
 // SourceStatus is one row of pipeline status.

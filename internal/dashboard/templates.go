@@ -186,7 +186,7 @@ text <input name="q" value="{{.Q.Text}}" size="18" placeholder="in ID or reason"
 <h2>Budgets</h2><table id="budgets">{{range .Budgets}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
 <h2>Domains</h2>
 <table id="domains"><tr><th>domain</th><th>status</th><th>pages crawled</th><th>discovered</th><th>pending</th><th>in flight</th><th>errors</th><th>next allowed request</th><th>reason</th></tr>
-{{range .Sum.PerDomain}}<tr class="domain"><td>{{.Domain}}</td><td>{{.Status}}</td><td class="n">{{.Crawled}}</td><td class="n">{{.Discovered}}</td><td class="n">{{.Pending}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Errors}}</td><td>{{ts .NextReleaseAt}}</td><td>{{.Reason}}{{if .ReasonDetail}}: {{.ReasonDetail}}{{end}}</td></tr>
+{{range .Sum.PerDomain}}<tr class="domain"><td>{{.Domain}}</td><td>{{.Status}}</td><td class="n">{{.PagesCrawledOnce}}</td><td class="n">{{.Discovered}}</td><td class="n">{{.Pending}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Errors}}</td><td>{{.Next $.Now}}</td><td>{{.Reason}}{{if .ReasonDetail}}: {{.ReasonDetail}}{{end}}</td></tr>
 {{end}}</table>
 <h2>Why</h2>
 <form method="get" action="/crawls/{{path .Sum.Name}}" id="why-form">URL <input name="url" value="{{.WhyURL}}" size="60"> <button type="submit">why?</button></form>

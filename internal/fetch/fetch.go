@@ -198,6 +198,7 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 		}
 	}
 	pageLinks(p, art, &res) // links, robots meta, nofollow (directives.go)
+	markLoginWall(p, art, &res)
 	return nil
 }
 

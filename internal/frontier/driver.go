@@ -621,12 +621,8 @@ func (d *driver) settleDomains(now time.Time) {
 			continue
 		}
 		dd := dm.d
-		if dd.Pending() == 0 && len(dd.InFlight) == 0 && (dd.Status == crawl.DomainPending || dd.Status == crawl.DomainActive) {
-			reason := ""
-			if dd.PagesCrawled == 0 && dd.RobotsDenied > 0 {
-				reason = crawl.ReasonRobotsDenied
-			}
-			d.transition(dm, crawl.DomainExhausted, reason, "")
+		if dd.Pending() == 0 && len(dd.InFlight) == 0 {
+			d.settleExhausted(dm) // depth.go
 		}
 		dd.UpdatedAt = now
 	}

@@ -138,8 +138,15 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 		}
 		if art.ErrorCode == crawl.ErrCodeContentType {
 			out.Detail = art.Error
+		} else if art.LoginWall != "" {
+			out.Detail = "login wall (" + art.LoginWall + ")"
 		}
+		d.loginWall(dm, &art, now) // loginwall.go, before fetched counts the page
 		d.fetched(dm, fl.ID, &art, now)
+		if fl.Known {
+			dd.PagesRecrawled++
+			out.Recrawl = true
+		}
 	case st == job.Succeeded && haveArt && art.Outcome == crawl.OutcomeRefused:
 		out.Outcome, out.Detail, out.ErrorCode = crawl.OutcomeRefused, art.Error, art.ErrorCode
 		if art.ErrorCode == crawl.ErrCodePrivate {
@@ -437,6 +444,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	if depth > d.cfg.MaxDepth {
 		if has, _ := d.deep.Has(k); !has {
 			d.deep.Add(k)
+			d.tooDeep(u, k) // depth.go
 		}
 		t.TooDeep++
 		return
@@ -463,6 +471,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	}
 	d.seen.Add(k)
 	dm := d.domain(name, parent, now)
+	d.shallower(dm, k) // depth.go
 	seg := dm.d.Segment(depth, prio)
 	key := segKey{name, seg.File}
 	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})

@@ -154,7 +154,7 @@ func (d *driver) startRefresh(doms []*dom, now time.Time) {
 			key := segKey{dd.Domain, seg.File}
 			e := crawl.Entry{URL: k.url, Depth: k.depth, Priority: prio, At: now, Round: dd.Round}
 			if k.haveResponse {
-				e.ETag, e.LastModified, e.PrevSHA256 = k.etag, k.lm, k.sha
+				e.ETag, e.LastModified, e.PrevSHA256, e.Known = k.etag, k.lm, k.sha, true
 			}
 			d.appends[key] = append(d.appends[key], e)
 		}

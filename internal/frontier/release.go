@@ -123,6 +123,7 @@ func (d *driver) eligible(dm *dom, now time.Time) bool {
 		wasRobots := dd.Reason == crawl.ReasonRobotsUnavailable
 		dd.NextCrawlAfter = nil
 		dd.ConsecutiveErrorCount, dd.ConsecutiveNetErrorCount, dd.NetErrorsSince = 0, 0, nil
+		dd.ConsecutiveLoginWalls = 0
 		d.transition(dm, crawl.DomainPending, crawl.ReasonCooldownOver, "")
 		if wasRobots {
 			for o, rc := range dd.Robots {
@@ -292,7 +293,7 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 	d.consume(dm, seg, end)
 	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, ReleasedAt: now,
 		Depth: e.Depth, Hops: e.Hops, Priority: e.Priority, From: crawl.BoundReferrer(e.From), Try: e.Try, Failures: e.Failures,
-		ETag: e.ETag, LastModified: e.LastModified, PrevSHA256: e.PrevSHA256})
+		ETag: e.ETag, LastModified: e.LastModified, PrevSHA256: e.PrevSHA256, Known: e.Known})
 	d.inflight[id] = dd.Domain
 	if e.Try > 0 {
 		// A retry is no new page: budgets count URLs.

@@ -54,6 +54,13 @@ func CrawlFor(src *source.Source) *crawl.Crawl {
 // the source's lock throughout, and every step is safe to repeat: an
 // acquisition interrupted by a crash is completed by the next call.
 func Acquire(sp *job.Spool, name string, now time.Time) (AcquireResult, error) {
+	return AcquireWith(sp, name, now, RunBudget{})
+}
+
+// AcquireWith is Acquire within a pipeline run's budget (budget.go): the
+// crawl's per-run budgets and delay are set from it, for its new crawl or
+// for the new run a later acquisition starts.
+func AcquireWith(sp *job.Spool, name string, now time.Time, b RunBudget) (AcquireResult, error) {
 	res := AcquireResult{Source: name}
 	l, err := source.Lock(sp, name)
 	if err != nil {
@@ -74,6 +81,7 @@ func Acquire(sp *job.Spool, name string, now time.Time) (AcquireResult, error) {
 	}
 	if !st.Exists() {
 		c := CrawlFor(src)
+		b.apply(c, src)
 		if err := c.Validate(); err != nil {
 			return res, fmt.Errorf("source %s: crawl configuration: %w", name, err)
 		}
@@ -91,7 +99,7 @@ func Acquire(sp *job.Spool, name string, now time.Time) (AcquireResult, error) {
 		if src.AcquirePendingSince != nil {
 			before = *src.AcquirePendingSince
 		}
-		r, err := RequestRefresh(st, nil, before, true)
+		r, err := requestRefresh(st, nil, before, true, func(c *crawl.Crawl) { b.apply(c, src) })
 		if err != nil {
 			return res, fmt.Errorf("source %s: %w", name, err)
 		}
@@ -126,6 +134,12 @@ type RefreshResult struct {
 // crawl done under the same lock and after reading every request, so a
 // request is never stranded in a done crawl.
 func RequestRefresh(st *crawl.Store, domains []string, before time.Time, resumePaused bool) (RefreshResult, error) {
+	return requestRefresh(st, domains, before, resumePaused, nil)
+}
+
+// requestRefresh is RequestRefresh; edit, if not nil, changes the crawl
+// in the write that resumes it (an acquisition's budgets).
+func requestRefresh(st *crawl.Store, domains []string, before time.Time, resumePaused bool, edit func(c *crawl.Crawl)) (RefreshResult, error) {
 	var res RefreshResult
 	cr, err := st.Load()
 	if err != nil {
@@ -151,6 +165,9 @@ func RequestRefresh(st *crawl.Store, domains []string, before time.Time, resumeP
 	}
 	res.Domains = domains
 	c, err := st.Update(func(c *crawl.Crawl) error {
+		if edit != nil && c.State != crawl.Cancelled {
+			edit(c)
+		}
 		switch c.State {
 		case crawl.Done, crawl.Paused:
 			if c.State == crawl.Paused && !resumePaused {

@@ -42,6 +42,8 @@ type CheckPrompt struct {
 	// MinIntervalMS spaces the checks of one domain at request time
 	// (gate.go), whoever runs them.
 	MinIntervalMS int64 `json:"min_interval_ms,omitempty"`
+	// Budget: the acquisition's share of the run's requests (budget.go).
+	Budget RunBudget `json:"budget,omitempty"`
 }
 
 // CheckResult is the result.json a source.check job leaves.
@@ -137,17 +139,27 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 	if p.Due != "" && src.DueStamp() != p.Due {
 		res.Skipped = "checked already (next check " + src.DueStamp() + ")"
 	} else {
-		done, err := passGate(ctx, h.Spool, src.Domain, time.Duration(p.MinIntervalMS)*time.Millisecond)
+		interval := time.Duration(p.MinIntervalMS) * time.Millisecond
+		allowed, why, err := h.robotsAllowed(ctx, src, interval) // robots.go
 		if err != nil {
-			return res, fmt.Errorf("check %s: domain gate: %w", src.Name, err)
+			return res, fmt.Errorf("check %s: %w", src.Name, err)
 		}
-		err = h.checkOnce(ctx, src, res, done)
-		if err != nil {
-			return res, err
+		if !allowed {
+			if err := h.refuse(src, res, why); err != nil {
+				return res, err
+			}
+		} else {
+			done, err := passGate(ctx, h.Spool, src.Domain, interval)
+			if err != nil {
+				return res, fmt.Errorf("check %s: domain gate: %w", src.Name, err)
+			}
+			if err := h.checkOnce(ctx, src, res, done); err != nil {
+				return res, err
+			}
 		}
 	}
 	if p.Acquire {
-		a, err := Acquire(h.Spool, p.Source, h.now())
+		a, err := AcquireWith(h.Spool, p.Source, h.now(), p.Budget)
 		if err != nil {
 			return res, fmt.Errorf("acquire %s: %w", p.Source, err)
 		}
@@ -252,6 +264,34 @@ func (h *CheckHandler) checkOnce(ctx context.Context, src *source.Source, res *C
 }
 
 var errCheckedMeanwhile = errors.New("source checked meanwhile")
+
+// refuse records a check robots.txt did not allow: no request, a failed
+// outcome saying why (the source backs off as after any failure).
+func (h *CheckHandler) refuse(src *source.Source, res *CheckResult, why string) error {
+	now := h.now()
+	res.CheckedAt, res.Error, res.ErrorCode = now, why, ErrCodeRobotsDenied
+	s, err := source.Update(h.Spool, src.Name, now, func(s *source.Source) error {
+		if s.DueStamp() != src.DueStamp() {
+			return errCheckedMeanwhile
+		}
+		t := now
+		s.LastCheckedAt, s.LastHTTPStatus = &t, 0
+		s.ConsecutiveFailures++
+		s.LastError, s.LastOutcome = why, source.Failed
+		next := s.NextCheck(now, h.rnd)
+		s.NextCheckAfter = &next
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errCheckedMeanwhile) {
+			res.Skipped = "checked meanwhile by another job"
+			return nil
+		}
+		return err
+	}
+	res.Outcome, res.NextCheckAfter, res.Failures = s.LastOutcome, s.NextCheckAfter, s.ConsecutiveFailures
+	return nil
+}
 
 // NormalizeBody is what a source's content hash is computed over: the
 // body with every run of white space (Unicode) collapsed to one space and

@@ -24,6 +24,11 @@ type Politeness struct {
 	// of a domain in a run (k from 0) is not started before
 	// run start + k * MinDomainInterval (its job's not_before).
 	MinDomainInterval time.Duration
+	// MaxDomainRequests and MaxRequests cap the requests of a run to one
+	// domain and in all, checks and acquisitions together (budget.go; 0:
+	// no cap).
+	MaxDomainRequests int
+	MaxRequests       int
 }
 
 // Defaults of seed 003.

@@ -53,6 +53,9 @@ type CheckEntry struct {
 	JobID          string     `json:"job_id"`
 	Status         string     `json:"status"` // planned, submitted, already_queued, error
 	Error          string     `json:"error,omitempty"`
+	// Budget: what the acquisition this check may make can spend (nil:
+	// it does not acquire; the source is left acquire_pending).
+	Budget *RunBudget `json:"budget,omitempty"`
 }
 
 // LeftEntry is a due source left for the next run.
@@ -66,9 +69,10 @@ type LeftEntry struct {
 type AcquireEntry struct {
 	Source string         `json:"source"`
 	Crawl  string         `json:"crawl"`
-	Status string         `json:"status"` // planned, done, error
+	Status string         `json:"status"` // planned, done, left (the run's caps leave it nothing), error
 	Result *AcquireResult `json:"result,omitempty"`
 	Error  string         `json:"error,omitempty"`
+	Budget *RunBudget     `json:"budget,omitempty"` // its share of the run's requests
 }
 
 // RefreshEntry is one due domain, refreshed or left.
@@ -125,14 +129,38 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 		return nil, err
 	}
 	rep.Problems = probs
+	// The checks are planned first: the acquisitions share what the
+	// run's request caps leave after them (budget.go).
+	var plan *Plan
+	if o.Mode != ModeAcquire {
+		pl := MakePlan(srcs, o.Politeness.effective(), o.Now)
+		plan = &pl
+	}
+	var pending []*source.Source
 	if o.Mode != ModeCheck {
 		for _, s := range srcs {
-			if !s.AcquirePending {
+			if s.AcquirePending {
+				pending = append(pending, s)
+			}
+		}
+	}
+	var queue []Planned
+	if plan != nil {
+		queue = plan.Queue
+	}
+	bud := newBudgeter(o.Politeness, queue, pending, o.Mode == ModeRun)
+	if o.Mode != ModeCheck {
+		for _, s := range pending {
+			e := AcquireEntry{Source: s.Name, Crawl: s.Crawl, Status: "planned"}
+			b, ok := bud.share(s.Domain)
+			e.Budget = &b
+			if !ok {
+				e.Status = "left"
+				rep.Acquire = append(rep.Acquire, e)
 				continue
 			}
-			e := AcquireEntry{Source: s.Name, Crawl: s.Crawl, Status: "planned"}
 			if !o.DryRun {
-				r, err := Acquire(sp, s.Name, o.Now)
+				r, err := AcquireWith(sp, s.Name, o.Now, b)
 				if err != nil {
 					e.Status, e.Error = "error", err.Error()
 					rep.Errors++
@@ -143,14 +171,18 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 			rep.Acquire = append(rep.Acquire, e)
 		}
 	}
-	if o.Mode != ModeAcquire {
-		plan := MakePlan(srcs, o.Politeness, o.Now)
+	if plan != nil {
 		rep.NotDue = len(plan.NotDue)
 		for _, q := range plan.Queue {
 			e := CheckEntry{Source: q.Source.Name, Domain: q.Domain, URL: q.Source.URL, NextCheckAfter: q.Source.NextCheckAfter,
 				Slot: q.Slot, NotBefore: q.NotBefore, JobID: CheckJobID(q.Source.Name, q.Source.DueStamp(), 1), Status: "planned"}
+			b, acquire := bud.share(q.Domain)
+			acquire = acquire && o.Mode == ModeRun
+			if acquire {
+				e.Budget = &b
+			}
 			if !o.DryRun {
-				id, status, err := submitCheck(sp, q, o.Mode == ModeRun, o.MinDomainInterval)
+				id, status, err := submitCheck(sp, q, acquire, o.MinDomainInterval, b)
 				e.JobID, e.Status = id, status
 				if err != nil {
 					e.Error = err.Error()
@@ -175,8 +207,12 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 // submitCheck submits q's check job. The ID is a function of the source
 // and the check it is due for, so a run repeated (after a crash, or by an
 // impatient operator) before the check ran finds it queued already.
-func submitCheck(sp *job.Spool, q Planned, acquire bool, interval time.Duration) (string, string, error) {
-	p, _ := json.Marshal(CheckPrompt{Source: q.Source.Name, Due: q.Source.DueStamp(), Acquire: acquire, MinIntervalMS: interval.Milliseconds()})
+func submitCheck(sp *job.Spool, q Planned, acquire bool, interval time.Duration, b RunBudget) (string, string, error) {
+	cp := CheckPrompt{Source: q.Source.Name, Due: q.Source.DueStamp(), Acquire: acquire, MinIntervalMS: interval.Milliseconds()}
+	if acquire {
+		cp.Budget = b
+	}
+	p, _ := json.Marshal(cp)
 	for n := 1; n <= 20; n++ {
 		id := CheckJobID(q.Source.Name, q.Source.DueStamp(), n)
 		_, err := sp.Submit(job.SubmitRequest{ID: id, Kind: KindCheck, NotBefore: q.NotBefore, Prompt: p, Actor: "farroctl/" + Actor})

@@ -21,6 +21,9 @@ type ExpectOptions struct {
 	// Unfetchable hosts: requested, but no response is ever ingested
 	// (robots.txt unreachable, timeouts).
 	RobotsBlocked map[string]bool
+	// BlockThreshold is the crawl's block_threshold (default 5): the
+	// login walls in a row that block a domain which answered a 2xx page.
+	BlockThreshold int
 }
 
 // Expectation is what a crawl of the site must do, as host+URI strings
@@ -33,6 +36,10 @@ type Expectation struct {
 	URLs     map[string]string
 	Depth    map[string]int
 	Redirect map[string]bool
+	// LoginWalled: the hosts blocked as login_required (their first page
+	// answered is a login wall, or BlockThreshold walls in a row): after
+	// the wall that blocks them nothing of theirs is requested.
+	LoginWalled map[string]bool
 }
 
 // Key is the host+URI form of a URL.
@@ -57,8 +64,11 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 	if o.MaxRedirects <= 0 {
 		o.MaxRedirects = 5
 	}
+	if o.BlockThreshold <= 0 {
+		o.BlockThreshold = 5
+	}
 	e := &Expectation{Fetched: map[string]bool{}, Denied: map[string]bool{}, TooDeep: map[string]bool{}, Outside: map[string]bool{},
-		URLs: map[string]string{}, Depth: map[string]int{}, Redirect: map[string]bool{}}
+		URLs: map[string]string{}, Depth: map[string]int{}, Redirect: map[string]bool{}, LoginWalled: map[string]bool{}}
 	type item struct {
 		u           string
 		depth, hops int
@@ -93,12 +103,16 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 		push(sd, 0, 0)
 	}
 	rules := map[string]*robots.Robots{}
+	answered, walls := map[string]bool{}, map[string]int{} // per host: a 2xx seen, login walls in a row
 	for len(queue) > 0 {
 		it := queue[0]
 		queue = queue[1:]
 		pu, _ := url.Parse(it.u)
 		host := strings.ToLower(pu.Hostname())
 		k := Key(it.u)
+		if e.LoginWalled[host] {
+			continue // blocked: login_required
+		}
 		if o.ObeyRobots {
 			if o.RobotsBlocked[host] {
 				continue
@@ -115,6 +129,18 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 		}
 		e.Fetched[k], e.URLs[k], e.Depth[k] = true, it.u, it.depth
 		resp := s.Page(host, pu.RequestURI(), 0)
+		switch {
+		case resp.LoginWall:
+			walls[host]++
+			if !answered[host] || walls[host] >= o.BlockThreshold {
+				e.LoginWalled[host] = true
+			}
+		case resp.Status >= 200 && resp.Status < 300 && !isLoginPath(pu.Path):
+			walls[host] = 0
+		}
+		if resp.Status >= 200 && resp.Status < 300 {
+			answered[host] = true
+		}
 		if resp.Status >= 300 && resp.Status < 400 {
 			e.Redirect[k] = true
 			if loc := resp.Header.Get("Location"); loc != "" {
@@ -142,6 +168,10 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 	}
 	return e
 }
+
+// isLoginPath tells the site's login pages by their path (the site's own
+// table, not the crawler's heuristics).
+func isLoginPath(p string) bool { return p == "/login" }
 
 // relative returns l as written under the page's <base href>, if any.
 func relative(l string, body []byte) string {

@@ -1,6 +1,7 @@
 package testsite
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -19,6 +20,9 @@ type Response struct {
 	// a crawler must see them (2xx HTML only).
 	Links []string
 	HTML  bool
+	// LoginWall: the answer is a login wall (a redirect to a login page,
+	// or a login form answered for a URL that is not a login page).
+	LoginWall bool
 }
 
 const robotsA = `# a.site.test
@@ -192,6 +196,51 @@ func (s *Site) Page(host, uri string, hit int) Response {
 		}
 	case HostOut:
 		return page("out", "", "/")
+	case HostWall, HostMembers, HostPortal:
+		return loginSite(host, path)
+	}
+	return notFound()
+}
+
+// loginPage is a sign-in form (a password input in a form).
+func loginPage(links ...string) Response {
+	r := page("sign in", "", links...)
+	form := []byte(`<form method="post" action="/session"><input name="user"><input type="password" name="pw"><button>Sign in</button></form>`)
+	r.Body = bytes.Replace(r.Body, []byte("</h1>"), append([]byte("</h1>\n"), form...), 1)
+	return r
+}
+
+// loginSite serves the login-wall hosts: wall (every page redirects to
+// /login), members (every page is a login form) and portal (public pages,
+// one of which, /account, redirects to /login; /login is a login form).
+func loginSite(host, path string) Response {
+	if path == "/robots.txt" {
+		return notFound()
+	}
+	switch host {
+	case HostWall:
+		if path == "/login" {
+			return loginPage("/signup", "/")
+		}
+		r := redirect(302, "/login?next="+path)
+		r.LoginWall = true
+		return r
+	case HostMembers:
+		r := loginPage("/m/1", "/m/2")
+		r.LoginWall = true
+		return r
+	}
+	switch path {
+	case "/":
+		return page("portal", "", "/docs/1", "/docs/2", "/account", "/login")
+	case "/docs/1", "/docs/2":
+		return page("portal "+path, "", "/")
+	case "/account":
+		r := redirect(302, "/login?next=/account")
+		r.LoginWall = true
+		return r
+	case "/login":
+		return loginPage("/")
 	}
 	return notFound()
 }

@@ -4,7 +4,8 @@
 // redirect, a group for one product token), redirects (relative,
 // cross-domain, loops), 404/500 and 429 with Retry-After, slow and
 // oversized responses, gzip, non-HTML content, an endless URL trap, links
-// that differ only in ways normalization folds, and out-of-scope links.
+// that differ only in ways normalization folds, out-of-scope links, and
+// login walls (a redirect to a login page, a login form).
 //
 // Every request is recorded in an access log with its arrival and
 // completion times, so that tests check politeness from the server's own
@@ -83,6 +84,10 @@ const (
 	HostF    = "f.site.test"     // robots.txt disallows the farro-test product token
 	HostSlow = "slow.site.test"  // times out
 	HostOut  = "out.other.test"  // out of scope
+	// Login walls (reached only when seeded: nothing links to them).
+	HostWall    = "wall.site.test"    // every page redirects to /login
+	HostMembers = "members.site.test" // every page is a login form
+	HostPortal  = "portal.site.test"  // public, with one walled page and its /login page
 )
 
 // UserAgent is the user agent the tests crawl with (product token
@@ -157,7 +162,7 @@ func (s *Site) Close() { s.Server.Close() }
 
 // Hosts lists every host name the site answers to.
 func (s *Site) Hosts() []string {
-	h := []string{HostA, HostWWWA, HostB, HostC, HostD, HostE, HostF, HostSlow, HostOut}
+	h := []string{HostA, HostWWWA, HostB, HostC, HostD, HostE, HostF, HostSlow, HostOut, HostWall, HostMembers, HostPortal}
 	if s.Opts.Plain {
 		h = []string{HostA, HostB, HostC}
 	}

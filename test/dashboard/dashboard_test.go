@@ -390,7 +390,7 @@ func TestDashboardInChromium(t *testing.T) {
 		got = append(got, r[0]+" "+r[1]+" "+r[2])
 	}
 	for _, d := range cs.PerDomain {
-		wantD = append(wantD, fmt.Sprintf("%s %s %d", d.Domain, d.Status, d.Crawled))
+		wantD = append(wantD, fmt.Sprintf("%s %s %d", d.Domain, d.Status, d.PagesCrawledOnce()))
 	}
 	sort.Strings(got)
 	sort.Strings(wantD)

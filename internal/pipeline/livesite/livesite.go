@@ -49,6 +49,8 @@ type Site struct {
 	modes map[string]Mode
 	pages map[string]*page // host+path
 	log   []Request
+	// robots: a host's robots.txt (default: allow all).
+	robots map[string]string
 	// base of the Last-Modified times: each edit moves a page one
 	// second later, so that HTTP dates (second precision) differ.
 	clock time.Time
@@ -81,6 +83,16 @@ func (s *Site) SetMode(host string, m Mode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.modes[host] = m
+}
+
+// SetRobots serves body as host's robots.txt.
+func (s *Site) SetRobots(host, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.robots == nil {
+		s.robots = map[string]string{}
+	}
+	s.robots[host] = body
 }
 
 // Set creates or edits a page (status 200).
@@ -169,8 +181,12 @@ func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
 
 func (s *Site) respond(w http.ResponseWriter, r *http.Request, host string, req *Request) int {
 	if r.URL.Path == "/robots.txt" {
+		body, ok := s.robots[host]
+		if !ok {
+			body = "User-agent: *\nAllow: /\n"
+		}
 		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("User-agent: *\nAllow: /\n"))
+		_, _ = w.Write([]byte(body))
 		return 200
 	}
 	p := s.pages[host+r.URL.Path]
