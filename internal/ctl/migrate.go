@@ -4,23 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
 // MigrateTimeout bounds farroctl migrate (connecting, waiting for another
 // migrator's lock, applying the migrations).
 const MigrateTimeout = 5 * time.Minute
-
-// IsPostgresURL reports whether store names a PostgreSQL database (a
-// postgres:// or postgresql:// URL).
-func IsPostgresURL(store string) bool {
-	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
-}
 
 // storeName is how messages name the database at url: host, port and
 // database, never the user's password.
@@ -40,7 +34,7 @@ func (c *Ctl) Migrate(url string, status bool) error {
 	if url == "" {
 		return Usagef("migrate needs the database: --store postgres://USER@HOST/DB (or FARRO_STORE)")
 	}
-	if !IsPostgresURL(url) {
+	if !store.IsPostgresURL(url) {
 		return Usagef("migrate: --store %q is not a postgres:// URL (a spool needs no migration)", url)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), MigrateTimeout)

@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/farro-dev/farro/internal/proc"
@@ -28,6 +29,13 @@ import (
 // is taken, its row is locked by another transaction). Nothing was
 // changed; the caller may try again.
 var ErrBusy = errors.New("job busy")
+
+// IsPostgresURL reports whether spec, an operator's --store (or
+// FARRO_STORE), names a PostgreSQL database (a postgres:// or
+// postgresql:// URL) rather than a spool.
+func IsPostgresURL(spec string) bool {
+	return strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://")
+}
 
 // Lost reports whether err, from a Claim's method, says that the claim
 // no longer holds its job (fenced off by a newer claim, or taken away by
