@@ -93,6 +93,7 @@ expected=$(
 0644 ./usr/share/doc/farro/docs/dashboard.png
 0644 ./usr/share/doc/farro/docs/FARROCTL.md.gz
 0644 ./usr/share/doc/farro/docs/PIPELINE.md.gz
+0644 ./usr/share/doc/farro/docs/POSTGRES.md.gz
 0644 ./usr/share/doc/farro/docs/RELIABILITY.md.gz
 0644 ./usr/share/doc/farro/spool/README.md.gz
 0644 ./usr/share/doc/farro/changelog.gz
