@@ -112,6 +112,9 @@ func bucketOf(age time.Duration) int {
 // StatsAges prints stats --ages: a table with a row per state, or one
 // JSON object {state: StateAges}.
 func (c *Ctl) StatsAges(jsonOut bool) error {
+	if c.OnStore() {
+		return SpoolOnly("stats --ages")
+	}
 	s, err := c.existing()
 	if err != nil {
 		return err

@@ -80,7 +80,11 @@ func IsSilent(err error) bool {
 
 // Ctl runs operator commands over the spool at Root.
 type Ctl struct {
-	Root   string    // spool directory, as given by --spool
+	Root string // spool directory, as given by --spool
+	// Store is --store (or FARRO_STORE): a postgres:// URL makes the
+	// commands that support it (StoreCommands) work on that database
+	// instead of the spool at Root.
+	Store  string
 	Stdin  io.Reader // submit's input when no FILE is given (or "-")
 	Stdout io.Writer
 	Stderr io.Writer
