@@ -30,12 +30,15 @@ func storeFor(cc *cli.Context) string {
 	return os.Getenv("FARRO_STORE")
 }
 
-// localFlag is the value of flag name given on the command line, at any
-// level of cc's lineage.
+// localFlag is the value of flag name given on the command line (or,
+// for an app-level flag, by its environment variable), at the deepest
+// level of cc's lineage that has one; empty values do not count.
 func localFlag(cc *cli.Context, name string) (string, bool) {
 	for _, cx := range cc.Lineage() {
 		if slices.Contains(cx.LocalFlagNames(), name) {
-			return cx.String(name), true
+			if v := cx.String(name); v != "" {
+				return v, true
+			}
 		}
 	}
 	return "", false
