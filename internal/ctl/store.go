@@ -290,6 +290,22 @@ func (c *Ctl) storeCount() (st *Stats, err error) {
 	return st, err
 }
 
+// storeAges is stats --ages on a database: every job, bucketed by the
+// time since it entered its state.
+func (c *Ctl) storeAges() (map[job.State]*StateAges, error) {
+	sh := newShape(c.now())
+	err := c.withStore(func(d *storeDoor) error {
+		return d.st.List(d.ctx, store.Filter{}, func(j *job.Job) error {
+			if sa := sh.Ages[j.Status]; sa != nil {
+				sa.Total++
+				sh.count(j.Status, j)
+			}
+			return nil
+		})
+	})
+	return sh.Ages, err
+}
+
 // storeHistory is history's reading on a database: the job's events as
 // JSON Lines, as a spool's events.jsonl holds them.
 func (c *Ctl) storeHistory(arg string) (data []byte, id string, err error) {
