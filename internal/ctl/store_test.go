@@ -65,15 +65,15 @@ func pgBackend(t *testing.T) *backend {
 }
 
 // setUp gives b the same jobs through the seam: one succeeded, one
-// failed, one running (its claim returned), each an exec job.
-func (b *backend) setUp(t *testing.T) store.Claim {
+// failed, two running (their claims returned), each an exec job.
+func (b *backend) setUp(t *testing.T) map[string]store.Claim {
 	ctx := storeCtx(t)
 	h := job.Holder{Actor: "agentd/t1", Agent: "t1"}
-	var running store.Claim
+	running := map[string]store.Claim{}
 	for _, step := range []struct {
 		id string
 		to job.State
-	}{{"jobfff1", job.Succeeded}, {"jobggg1", job.Failed}, {"jobeee1", job.InProgress}} {
+	}{{"jobfff1", job.Succeeded}, {"jobggg1", job.Failed}, {"jobeee1", job.InProgress}, {"jobiii1", job.InProgress}} {
 		if _, errs := b.st.Submit(ctx, []job.SubmitRequest{{ID: step.id, Kind: "exec", MaxAttempts: 3, Prompt: []byte(`{"cmd":"true"}`), Actor: "test"}}); errs[0] != nil {
 			t.Fatalf("%s: submit %s: %v", b.name, step.id, errs[0])
 		}
@@ -82,7 +82,7 @@ func (b *backend) setUp(t *testing.T) store.Claim {
 			t.Fatalf("%s: claim of %s: %v %v", b.name, step.id, cs, err)
 		}
 		if step.to == job.InProgress {
-			running = cs[0]
+			running[step.id] = cs[0]
 			continue
 		}
 		if err := cs[0].Commit(ctx, step.to, "exit status", nil); err != nil {
@@ -121,7 +121,7 @@ func mask(s string) string {
 func TestStoreCommandsMatchSpool(t *testing.T) {
 	t.Parallel()
 	backends := []*backend{spoolBackend(t), pgBackend(t)}
-	claims := map[string]store.Claim{}
+	claims := map[string]map[string]store.Claim{}
 	for _, b := range backends {
 		claims[b.name] = b.setUp(t)
 	}
@@ -214,9 +214,57 @@ func TestStoreCommandsMatchSpool(t *testing.T) {
 		if err != nil || len(evs) == 0 || evs[len(evs)-1].Actor != ctl.Actor || evs[len(evs)-1].To != job.Held || evs[len(evs)-1].Reason != job.ReasonHeld+": later" {
 			t.Errorf("%s: history of the held job: %+v %v", b.name, evs, err)
 		}
-		pc, err := claims[b.name].PendingControl(ctx)
+		pc, err := claims[b.name]["jobeee1"].PendingControl(ctx)
 		if err != nil || pc == nil || pc.Action != job.ControlKill || pc.Actor != ctl.Actor {
 			t.Errorf("%s: the running job's request: %+v %v", b.name, pc, err)
+		}
+	}
+}
+
+// commitWhenAsked commits claim cl to what the operator's request asks
+// for, once the request is there.
+func commitWhenAsked(ctx context.Context, cl store.Claim, to job.State) error {
+	for {
+		pc, err := cl.PendingControl(ctx)
+		if err != nil {
+			return err
+		}
+		if pc != nil {
+			return cl.Commit(ctx, to, job.ReasonHeld, nil)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// An action with --wait on a running job reports the outcome once the
+// job's holder has carried the request out, on either store.
+func TestStoreActionWaits(t *testing.T) {
+	t.Parallel()
+	var want string
+	for i, b := range []*backend{spoolBackend(t), pgBackend(t)} {
+		cl := b.setUp(t)["jobiii1"]
+		ctx := storeCtx(t)
+		done := make(chan error, 1)
+		go func() { done <- commitWhenAsked(ctx, cl, job.Held) }()
+		c, out, errb := b.ctl("")
+		err := c.ActOn(ctl.Hold, []string{"jobiii1"}, ctl.Filter{}, ctl.ActOptions{Wait: 20 * time.Second})
+		if cerr := <-done; cerr != nil {
+			t.Fatalf("%s: the holder's commit: %v", b.name, cerr)
+		}
+		if err != nil || out.String() != "jobiii1: in-progress -> held\n" || errb.Len() != 0 {
+			t.Fatalf("%s: hold --wait: %v, %q %q", b.name, err, out, errb)
+		}
+		got := mask(out.String())
+		if i > 0 && got != want {
+			t.Errorf("%s: hold --wait printed %q, the spool %q", b.name, got, want)
+		}
+		want = got
+		if j, err := b.st.Get(ctx, "jobiii1"); err != nil || j.Status != job.Held {
+			t.Errorf("%s: after hold --wait: %+v %v", b.name, j, err)
 		}
 	}
 }
