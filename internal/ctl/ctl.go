@@ -3,6 +3,8 @@
 // moves jobs only through pkg/job's transactions, so an operator never
 // races an agent: non-running jobs are moved under their claim lock
 // (Spool.Move), running ones are asked to stop through control.json.
+// With Store a postgres:// URL, the job commands (StoreCommands) work on
+// that database instead, through pkg/store only (door.go, store.go).
 //
 // Every command writes its results to Stdout and its per-item problems to
 // Stderr, and returns an error whose exit code (ExitCode) is 0 for success,
