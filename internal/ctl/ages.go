@@ -123,16 +123,7 @@ func bucketOf(age time.Duration) int {
 // StatsAges prints stats --ages: a table with a row per state, or one
 // JSON object {state: StateAges}.
 func (c *Ctl) StatsAges(jsonOut bool) error {
-	var ages map[job.State]*StateAges
-	var err error
-	if c.OnStore() {
-		ages, err = c.storeAges()
-	} else {
-		var s *job.Spool
-		if s, err = c.existing(); err == nil {
-			ages, err = Ages(s, c.now())
-		}
-	}
+	ages, err := readFrom(c, c.storeAges, func(s *job.Spool) (map[job.State]*StateAges, error) { return Ages(s, c.now()) })
 	if err != nil {
 		return err
 	}

@@ -149,16 +149,7 @@ func (c *Ctl) List(o ListOptions) error {
 		}
 		states = ordered
 	}
-	var rows []Row
-	var err error
-	if c.OnStore() {
-		rows, err = c.storeRows(states)
-	} else {
-		var s *job.Spool
-		if s, err = c.existing(); err == nil {
-			rows, err = Rows(s, states)
-		}
-	}
+	rows, err := readFrom(c, func() ([]Row, error) { return c.storeRows(states) }, func(s *job.Spool) ([]Row, error) { return Rows(s, states) })
 	if err != nil {
 		return err
 	}
@@ -489,16 +480,7 @@ func Count(s *job.Spool, now time.Time) (*Stats, error) {
 
 // Stats prints the spool's statistics.
 func (c *Ctl) Stats(jsonOut bool) error {
-	var st *Stats
-	var err error
-	if c.OnStore() {
-		st, err = c.storeCount()
-	} else {
-		var s *job.Spool
-		if s, err = c.existing(); err == nil {
-			st, err = Count(s, c.now())
-		}
-	}
+	st, err := readFrom(c, c.storeCount, func(s *job.Spool) (*Stats, error) { return Count(s, c.now()) })
 	if err != nil {
 		return err
 	}

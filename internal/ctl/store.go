@@ -83,6 +83,21 @@ func (c *Ctl) door(write bool) (door, func(), error) {
 	return c.spoolDoor(s), func() {}, nil
 }
 
+// readFrom is a command's reading: onStore on a database, else onSpool
+// on the spool at Root (which must exist); the printing is the caller's,
+// the same for both.
+func readFrom[T any](c *Ctl, onStore func() (T, error), onSpool func(*job.Spool) (T, error)) (T, error) {
+	if c.OnStore() {
+		return onStore()
+	}
+	s, err := c.existing()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return onSpool(s)
+}
+
 // storeDoor is a PostgreSQL store (pkg/store): farroctl's audit lines
 // have no spool-wide stream there; the jobs' own events record the
 // actor.
