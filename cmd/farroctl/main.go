@@ -31,7 +31,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	c := func(cc *cli.Context) *ctl.Ctl {
-		return &ctl.Ctl{Root: daemon.SpoolFor(cc), Stdin: stdin, Stdout: stdout, Stderr: stderr}
+		c := newCtl(cc)
+		c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+		return c
 	}
 	usageErr := func(cc *cli.Context, err error, _ bool) error {
 		err = durationHint(cc, err)
@@ -58,7 +60,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Usage:           "operate a farro spool: submit, inspect, control and check jobs",
 		Version:         daemon.Version,
 		Description:     description(),
-		Flags:           []cli.Flag{spoolFlag()},
+		Flags:           []cli.Flag{spoolFlag(), globalStoreFlag()},
 		Reader:          stdin,
 		Writer:          stdout,
 		ErrWriter:       stderr,
@@ -248,6 +250,7 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 	app.Commands = append(app.Commands, pauseCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, serveCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, migrateCommands(c, usageErr)...)
+	storeAnywhere(app.Commands, false, false)
 	daemon.SpoolAnywhere(app.Commands)
 	daemon.SetMan(app, manPage())
 	return app

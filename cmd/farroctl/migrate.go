@@ -6,13 +6,6 @@ import (
 	"github.com/farro-dev/farro/internal/ctl"
 )
 
-// storeFlag is --store: the PostgreSQL database of a farro on PostgreSQL
-// (also FARRO_STORE).
-func storeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "store", EnvVars: []string{"FARRO_STORE"},
-		Usage: "the PostgreSQL store, as a postgres://USER@HOST:PORT/DB URL"}
-}
-
 // migrateCommands is farroctl migrate: the PostgreSQL store's schema.
 func migrateCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorFunc) []*cli.Command {
 	return []*cli.Command{{
@@ -27,13 +20,13 @@ build knows is refused and left alone (upgrade farro). With --status nothing is
 changed: it prints the database's version and this build's, and exits 1 when
 they differ. A spool needs no migration.`,
 		OnUsageError: usageErr,
-		Flags: []cli.Flag{storeFlag(),
+		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "status", Usage: "only report the database's schema version against this build's (exit 1 when they differ)"}},
 		Action: func(cc *cli.Context) error {
 			if cc.Args().Present() {
 				return ctl.Usagef("migrate takes no arguments")
 			}
-			return c(cc).Migrate(cc.String("store"), cc.Bool("status"))
+			return c(cc).Migrate(storeFor(cc), cc.Bool("status"))
 		},
 	}}
 }

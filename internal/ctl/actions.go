@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -117,22 +116,22 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 	if err := checkActOptions(a, &o); err != nil {
 		return err
 	}
-	s, err := c.open()
+	d, done, err := c.door(true)
 	if err != nil {
 		return err
 	}
-	res := newResolver(s)
+	defer done()
 	failed := 0
 	var acted []string // resolved IDs, for the audit line
 	for _, arg := range ids {
-		id, err := res.resolve(arg)
+		id, err := d.resolve(arg)
 		if err != nil {
 			failed++
 			c.warnf("%v", err)
 			continue
 		}
 		acted = append(acted, id)
-		msg, err := c.act(s, a, id, o)
+		msg, err := c.act(d, a, id, o)
 		if err != nil {
 			failed++
 			c.warnf("%s: %v", id, err)
@@ -140,7 +139,7 @@ func (c *Ctl) Act(a Action, ids []string, o ActOptions) error {
 		}
 		fmt.Fprintf(c.Stdout, "%s: %s\n", id, msg)
 	}
-	c.audit(s, job.Audit{Command: string(a), JobIDs: acted, Count: len(ids), Failed: failed, Reason: o.Note})
+	d.audit(job.Audit{Command: string(a), JobIDs: acted, Count: len(ids), Failed: failed, Reason: o.Note})
 	if failed > 0 {
 		return silent("%s: %d of %d jobs failed", a, failed, len(ids))
 	}
@@ -169,19 +168,19 @@ func checkActOptions(a Action, o *ActOptions) error {
 // between locating and acting is retried after locating it again: a
 // queued job being claimed right now is running a moment later, and is
 // then asked to stop through its control file.
-func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, error) {
+func (c *Ctl) act(d door, a Action, id string, o ActOptions) (string, error) {
 	if err := job.ValidateID(id); err != nil {
 		return "", err
 	}
 	r := rules[a]
 	if r.terminal {
-		return c.actTerminal(s, a, id, o)
+		return c.actTerminal(d, a, id, o)
 	}
 	reason := r.reason
 	if o.Note != "" {
 		reason += ": " + o.Note
 	}
-	return c.locateAndAct(s, id, o, func(loc job.Location) (string, error) {
+	return c.locateAndAct(d, id, o, func(loc job.Location) (string, error) {
 		switch {
 		case loc.State == r.to && loc.State != job.InProgress:
 			return fmt.Sprintf("already %s", r.to), nil
@@ -189,12 +188,12 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 			if r.control == "" {
 				return "", fmt.Errorf("is running (agent %s): %s applies only to %s jobs", loc.Agent, a, statesList(r.from))
 			}
-			err := s.RequestControl(loc.Agent, id, job.Control{Action: r.control, Actor: Actor, Reason: o.Note, RequestedAt: c.now()})
+			err := d.requestControl(loc, id, job.Control{Action: r.control, Actor: Actor, Reason: o.Note, RequestedAt: c.now()})
 			if err != nil {
-				return "", err // fsq.ErrVanished: it finished or was released meanwhile
+				return "", err // transient: it finished or was released meanwhile
 			}
 			if o.Wait > 0 {
-				return c.awaitControl(s, a, id, loc.Agent, reason, o)
+				return c.awaitControl(d, a, id, loc.Agent, reason, o)
 			}
 			return fmt.Sprintf("%s requested (running on agent %s; it stops the handler and commits %s, unless the job succeeds first)", r.control, loc.Agent, r.to), nil
 		case !contains(r.from, loc.State):
@@ -207,10 +206,7 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 			}
 			return "", fmt.Errorf("is %s: %s applies only to %s jobs%s", loc.State, a, statesList(r.from), hint)
 		}
-		j, err := s.Move(id, loc.State, r.to, Actor, reason, nil)
-		if errors.Is(err, job.ErrState) {
-			return "", fmt.Errorf("%v (status and directory disagree; run farroctl fsck)", err)
-		}
+		j, err := d.move(id, loc.State, r.to, reason)
 		if err != nil {
 			return "", err
 		}
@@ -220,16 +216,16 @@ func (c *Ctl) act(s *job.Spool, a Action, id string, o ActOptions) (string, erro
 
 // locateAndAct locates job id (settled: a job moving meanwhile is neither
 // a duplicate nor missing) and hands its one location to step. A step
-// that finds the job busy or gone (fsq.ErrLocked, fsq.ErrVanished,
-// job.ErrNotFound: it moved between the locate and the lock) is tried
-// again after locating the job again, up to o.Retries times.
-func (c *Ctl) locateAndAct(s *job.Spool, id string, o ActOptions, step func(job.Location) (string, error)) (string, error) {
+// that finds the job busy or gone (d.transient: it moved between the
+// locate and the step) is tried again after locating the job again, up
+// to o.Retries times.
+func (c *Ctl) locateAndAct(d door, id string, o ActOptions, step func(job.Location) (string, error)) (string, error) {
 	var last error
 	for try := 0; try < o.Retries; try++ {
 		if try > 0 {
 			time.Sleep(o.Backoff)
 		}
-		locs, err := s.LocateSettled(id, Actor)
+		loc, err := d.locate(id)
 		if errors.Is(err, job.ErrNotFound) {
 			if o.only != nil {
 				return "", errLeft // gone since a filter selected it
@@ -239,38 +235,32 @@ func (c *Ctl) locateAndAct(s *job.Spool, id string, o ActOptions, step func(job.
 		if err != nil {
 			return "", err
 		}
-		if len(locs) > 1 {
-			return "", fmt.Errorf("%w: found in %d places; run farroctl fsck", job.ErrDuplicate, len(locs))
-		}
-		if o.only != nil && !contains(o.only, locs[0].State) {
+		if o.only != nil && !contains(o.only, loc.State) {
 			return "", errLeft
 		}
-		msg, err := step(locs[0])
+		msg, err := step(loc)
 		switch {
 		case err == nil:
 			return msg, nil
-		case errors.Is(err, fsq.ErrLocked), errors.Is(err, fsq.ErrVanished), errors.Is(err, job.ErrNotFound):
+		case d.transient(err):
 			last = err
 			continue
 		}
 		return "", err
 	}
-	if errors.Is(last, fsq.ErrLocked) {
-		return "", fmt.Errorf("busy: its lock %s stays held (an agent, managerd, or a stuck or crashed process has it; farroctl show %s, farroctl fsck)", s.LockPath(id), id)
-	}
-	return "", fmt.Errorf("kept moving while farroctl acted on it: %v", last)
+	return "", d.stuck(id, last)
 }
 
 // actTerminal applies retry or rm to one job: located (settled), checked
 // against the states the action may take it from, then handed to its
 // transaction in pkg/job, which takes the job's lock and checks again. A
 // busy lock or a job that moved meanwhile is retried as act does.
-func (c *Ctl) actTerminal(s *job.Spool, a Action, id string, o ActOptions) (string, error) {
+func (c *Ctl) actTerminal(d door, a Action, id string, o ActOptions) (string, error) {
 	from := rules[a].from
 	if a == Retry && o.Succeeded {
 		from = []job.State{job.Killed, job.Succeeded}
 	}
-	return c.locateAndAct(s, id, o, func(loc job.Location) (string, error) {
+	return c.locateAndAct(d, id, o, func(loc job.Location) (string, error) {
 		if !contains(from, loc.State) {
 			switch {
 			case a == Retry && loc.State == job.Succeeded:
@@ -283,12 +273,12 @@ func (c *Ctl) actTerminal(s *job.Spool, a Action, id string, o ActOptions) (stri
 			return "", fmt.Errorf("is %s: %s applies only to %s jobs", loc.State, a, statesList(from))
 		}
 		if a == Remove {
-			if _, err := s.Remove(id, Actor); err != nil {
+			if err := d.remove(id); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("%s -> removed", loc.State), nil
 		}
-		j, err := s.Retry(id, Actor, o.Succeeded)
+		j, err := d.retry(id, o.Succeeded)
 		if err != nil {
 			return "", err
 		}
@@ -302,21 +292,20 @@ func (c *Ctl) actTerminal(s *job.Spool, a Action, id string, o ActOptions) (stri
 // job is found out of in-progress/ in a state it can leave, farroctl
 // applies it itself. It reports what happened: the job held or killed,
 // or finished as something else before the request could take effect.
-func (c *Ctl) awaitControl(s *job.Spool, a Action, id, agent, reason string, o ActOptions) (string, error) {
+func (c *Ctl) awaitControl(d door, a Action, id, agent, reason string, o ActOptions) (string, error) {
 	r := rules[a]
 	deadline := time.Now().Add(o.Wait)
 	for time.Now().Before(deadline) {
 		time.Sleep(o.Backoff)
-		locs, err := s.LocateSettled(id, Actor)
+		loc, err := d.locate(id)
 		if err != nil {
 			return "", err
 		}
-		loc := locs[0]
 		switch {
 		case loc.State == job.InProgress:
 			continue
 		case loc.State == r.to:
-			j, err := job.ReadJob(loc.Dir)
+			j, err := d.read(loc, id)
 			if err != nil {
 				return fmt.Sprintf("in-progress -> %s", r.to), nil
 			}
@@ -331,14 +320,14 @@ func (c *Ctl) awaitControl(s *job.Spool, a Action, id, agent, reason string, o A
 			// claim, whichever comes first.
 			to = job.Queued
 		}
-		j, err := s.Move(id, loc.State, to, Actor, reason, nil)
+		j, err := d.move(id, loc.State, to, reason)
 		if err == nil && j.Status != r.to {
 			continue
 		}
 		if err == nil {
 			return moved(loc.State, j), nil
 		}
-		if !errors.Is(err, fsq.ErrLocked) && !errors.Is(err, fsq.ErrVanished) {
+		if !d.transient(err) {
 			return "", err
 		}
 	}

@@ -60,11 +60,7 @@ func Ages(s *job.Spool, now time.Time) (map[job.State]*StateAges, error) {
 // shapeOf is Ages' pass, which also counts the jobs of each kind per
 // state (farroctl serve's overview).
 func shapeOf(s *job.Spool, now time.Time) (*Shape, error) {
-	sh := &Shape{Ages: make(map[job.State]*StateAges, len(job.States)), Kinds: map[job.State]map[string]int{}, At: now}
-	for _, st := range job.States {
-		sh.Ages[st] = newStateAges()
-		sh.Kinds[st] = map[string]int{}
-	}
+	sh := newShape(now)
 	es, err := walk(s, nil)
 	if err != nil {
 		return nil, err
@@ -83,10 +79,25 @@ func shapeOf(s *job.Spool, now time.Time) (*Shape, error) {
 			sh.Kinds[e.State][""]++
 			continue
 		}
-		sa.Buckets[bucketOf(now.Sub(AgeSince(j)))].Count++
-		sh.Kinds[e.State][j.Kind]++
+		sh.count(e.State, j)
 	}
 	return sh, nil
+}
+
+func newShape(now time.Time) *Shape {
+	sh := &Shape{Ages: make(map[job.State]*StateAges, len(job.States)), Kinds: map[job.State]map[string]int{}, At: now}
+	for _, st := range job.States {
+		sh.Ages[st] = newStateAges()
+		sh.Kinds[st] = map[string]int{}
+	}
+	return sh
+}
+
+// count adds job j, of state st, to its age bucket and its kind (its
+// state's total is the caller's: a spool counts unreadable entries too).
+func (sh *Shape) count(st job.State, j *job.Job) {
+	sh.Ages[st].Buckets[bucketOf(sh.At.Sub(AgeSince(j)))].Count++
+	sh.Kinds[st][j.Kind]++
 }
 
 func newStateAges() *StateAges {
@@ -112,11 +123,7 @@ func bucketOf(age time.Duration) int {
 // StatsAges prints stats --ages: a table with a row per state, or one
 // JSON object {state: StateAges}.
 func (c *Ctl) StatsAges(jsonOut bool) error {
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
-	ages, err := Ages(s, c.now())
+	ages, err := readFrom(c, c.storeAges, func(s *job.Spool) (map[job.State]*StateAges, error) { return Ages(s, c.now()) })
 	if err != nil {
 		return err
 	}

@@ -106,11 +106,12 @@ func (c *Ctl) bulk(a Action, f Filter, o ActOptions) error {
 		}
 	}
 	desc := describeFilter(states, f)
-	s, err := c.existing()
+	d, closeDoor, err := c.door(f.All)
 	if err != nil {
 		return err
 	}
-	ids, err := c.selectJobs(s, states, f)
+	defer closeDoor()
+	ids, err := d.selectJobs(states, f)
 	if err != nil {
 		return err
 	}
@@ -126,16 +127,13 @@ func (c *Ctl) bulk(a Action, f Filter, o ActOptions) error {
 		fmt.Fprintf(c.Stdout, "would %s %s (%s); run again with --all to do it\n", verb, jobsCount(len(ids)), desc)
 		return nil
 	}
-	if s, err = c.open(); err != nil {
-		return err
-	}
 	if selectedHook != nil {
 		selectedHook(ids)
 	}
 	o.only = states
 	done, failed, left := 0, 0, 0
 	for _, id := range ids {
-		_, err := c.act(s, a, id, o)
+		_, err := c.act(d, a, id, o)
 		switch {
 		case errors.Is(err, errLeft):
 			left++
@@ -151,7 +149,7 @@ func (c *Ctl) bulk(a Action, f Filter, o ActOptions) error {
 		line += fmt.Sprintf(", skipped %s (no longer %s)", thousands(left), statesList(states))
 	}
 	fmt.Fprintln(c.Stdout, line)
-	c.audit(s, job.Audit{Command: string(a) + " --state", JobIDs: ids, Failed: failed, Reason: o.Note, Target: desc})
+	d.audit(job.Audit{Command: string(a) + " --state", JobIDs: ids, Failed: failed, Reason: o.Note, Target: desc})
 	if failed > 0 {
 		return silent("%s: %d of %d jobs failed", a, failed, len(ids))
 	}

@@ -3,6 +3,8 @@
 // moves jobs only through pkg/job's transactions, so an operator never
 // races an agent: non-running jobs are moved under their claim lock
 // (Spool.Move), running ones are asked to stop through control.json.
+// With Store a postgres:// URL, the job commands (StoreCommands) work on
+// that database instead, through pkg/store only (door.go, store.go).
 //
 // Every command writes its results to Stdout and its per-item problems to
 // Stderr, and returns an error whose exit code (ExitCode) is 0 for success,
@@ -80,7 +82,11 @@ func IsSilent(err error) bool {
 
 // Ctl runs operator commands over the spool at Root.
 type Ctl struct {
-	Root   string    // spool directory, as given by --spool
+	Root string // spool directory, as given by --spool
+	// Store is --store (or FARRO_STORE): a postgres:// URL makes the
+	// commands that support it (StoreCommands) work on that database
+	// instead of the spool at Root.
+	Store  string
 	Stdin  io.Reader // submit's input when no FILE is given (or "-")
 	Stdout io.Writer
 	Stderr io.Writer

@@ -286,6 +286,9 @@ func (c *Ctl) historyData(id string) ([]byte, string, error) {
 	if err := job.ValidateID(id); err != nil {
 		return nil, "", UsageError(err)
 	}
+	if c.OnStore() {
+		return c.storeHistory(id)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return nil, "", err

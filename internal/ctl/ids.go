@@ -58,16 +58,23 @@ func (r *resolver) resolve(arg string) (string, error) {
 		}
 		r.names, r.loaded = names, true
 	}
-	i := sort.SearchStrings(r.names, arg)
+	return matchPrefix(arg, r.names)
+}
+
+// matchPrefix returns the one name of the sorted names that starts with
+// arg (arg itself when it is one of them, or when none does), or an
+// error naming up to maxAmbiguous of the matches.
+func matchPrefix(arg string, names []string) (string, error) {
+	i := sort.SearchStrings(names, arg)
 	var matches []string
 	n := 0
-	for ; i < len(r.names) && strings.HasPrefix(r.names[i], arg); i++ {
-		if r.names[i] == arg {
+	for ; i < len(names) && strings.HasPrefix(names[i], arg); i++ {
+		if names[i] == arg {
 			return arg, nil
 		}
 		n++
 		if len(matches) < maxAmbiguous {
-			matches = append(matches, r.names[i])
+			matches = append(matches, names[i])
 		}
 	}
 	switch n {

@@ -62,8 +62,13 @@ func Rows(s *job.Spool, states []job.State) ([]Row, error) {
 		r.KindPaused = r.Location == job.Queued && r.Status == job.Queued && paused[r.Kind]
 		rows = append(rows, r)
 	}
-	// incoming/ in claim order: highest priority first, oldest first.
-	// walk lists each state's entries together.
+	sortQueued(rows)
+	return rows, nil
+}
+
+// sortQueued puts the queued rows in claim order: highest priority
+// first, oldest first. The rows of each state are together.
+func sortQueued(rows []Row) {
 	lo, hi := -1, -1
 	for i, r := range rows {
 		if r.Location == job.Queued {
@@ -86,7 +91,6 @@ func Rows(s *job.Spool, states []job.State) ([]Row, error) {
 			return ra.ID < rb.ID
 		})
 	}
-	return rows, nil
 }
 
 func row(e entry, lim limits) Row {
@@ -97,14 +101,7 @@ func row(e entry, lim limits) Row {
 	}
 	j, err := job.ReadJob(e.Path)
 	if j != nil {
-		r.Status, r.Kind, r.Priority = j.Status, j.Kind, j.Priority
-		r.Attempts, r.Reason, r.Error = j.Attempts, j.Reason, j.Error
-		r.MaxAttempts, r.MaxAttemptsFrom = lim.of(j)
-		created, updated := j.CreatedAt, j.UpdatedAt
-		r.CreatedAt, r.UpdatedAt, r.NotBefore = &created, &updated, j.NotBefore
-		if j.Agent != "" {
-			r.Agent = j.Agent
-		}
+		r.fill(j, lim)
 	}
 	switch {
 	case err != nil:
@@ -113,6 +110,18 @@ func row(e entry, lim limits) Row {
 		r.Problem = fmt.Sprintf("status %s disagrees with its directory %s/; run farroctl fsck", j.Status, e.State.Dir())
 	}
 	return r
+}
+
+// fill sets r's fields from job.json's.
+func (r *Row) fill(j *job.Job, lim limits) {
+	r.Status, r.Kind, r.Priority = j.Status, j.Kind, j.Priority
+	r.Attempts, r.Reason, r.Error = j.Attempts, j.Reason, j.Error
+	r.MaxAttempts, r.MaxAttemptsFrom = lim.of(j)
+	created, updated := j.CreatedAt, j.UpdatedAt
+	r.CreatedAt, r.UpdatedAt, r.NotBefore = &created, &updated, j.NotBefore
+	if j.Agent != "" {
+		r.Agent = j.Agent
+	}
 }
 
 // List prints the jobs: a table, or JSON Lines with JSON.
@@ -127,10 +136,6 @@ func (c *Ctl) List(o ListOptions) error {
 			states = append(states, st)
 		}
 	}
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
 	if len(states) > 0 {
 		// Keep the lifecycle order and drop repeats.
 		var ordered []job.State
@@ -144,7 +149,7 @@ func (c *Ctl) List(o ListOptions) error {
 		}
 		states = ordered
 	}
-	rows, err := Rows(s, states)
+	rows, err := readFrom(c, func() ([]Row, error) { return c.storeRows(states) }, func(s *job.Spool) ([]Row, error) { return Rows(s, states) })
 	if err != nil {
 		return err
 	}
@@ -298,16 +303,25 @@ func (c *Ctl) Show(args []string) error {
 	if err := job.ValidateID(id); err != nil {
 		return UsageError(err)
 	}
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
-	if id, err = c.resolveOne(s, id); err != nil {
-		return err
-	}
-	doc, locs, err := c.showSettled(s, id)
-	if err != nil {
-		return err
+	var doc ShowDoc
+	var locs []job.Location
+	if c.OnStore() {
+		var err error
+		if doc, err = c.storeShow(id); err != nil {
+			return err
+		}
+		id = doc.ID
+	} else {
+		s, err := c.existing()
+		if err != nil {
+			return err
+		}
+		if id, err = c.resolveOne(s, id); err != nil {
+			return err
+		}
+		if doc, locs, err = c.showSettled(s, id); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -466,11 +480,7 @@ func Count(s *job.Spool, now time.Time) (*Stats, error) {
 
 // Stats prints the spool's statistics.
 func (c *Ctl) Stats(jsonOut bool) error {
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
-	st, err := Count(s, c.now())
+	st, err := readFrom(c, c.storeCount, func(s *job.Spool) (*Stats, error) { return Count(s, c.now()) })
 	if err != nil {
 		return err
 	}

@@ -89,30 +89,31 @@ func (c *Ctl) Submit(o SubmitOptions) error {
 	if err := checkPrompt(prompt); err != nil {
 		return UsageError(fmt.Errorf("%s: %w", name, err))
 	}
-	s, err := c.open()
+	d, done, err := c.door(true)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if o.MaxAttempts == 0 {
 		// job.json says the limit that applies: managerd's, fixed now.
-		o.MaxAttempts, _ = defaultMaxAttempts(s)
+		o.MaxAttempts = d.defaultMaxAttempts()
 	}
 	if o.ID != "" {
 		// Refuse a known duplicate before building anything in tmp/;
 		// Submit checks again, race-free, under the job's lock.
-		if locs, err := s.Locate(o.ID); err == nil {
-			return &Error{Code: ExitFail, Err: fmt.Errorf("submit %s: %w (in %s)", o.ID, job.ErrDuplicate, locs[0].State)}
+		if loc, err := d.locate(o.ID); err == nil {
+			return &Error{Code: ExitFail, Err: fmt.Errorf("submit %s: %w (in %s)", o.ID, job.ErrDuplicate, loc.State)}
 		}
 	}
-	j, err := s.Submit(job.SubmitRequest{
+	jobs, errs := d.submit([]job.SubmitRequest{{
 		ID: o.ID, Kind: o.Kind, Priority: o.Priority, MaxAttempts: o.MaxAttempts,
 		NotBefore: notBefore, Held: o.Held, Prompt: prompt, Actor: Actor,
-	})
-	if err != nil {
-		return submitError(err)
+	}})
+	if errs[0] != nil {
+		return submitError(errs[0])
 	}
-	fmt.Fprintln(c.Stdout, j.ID)
-	c.audit(s, job.Audit{Command: "submit", JobIDs: []string{j.ID}})
+	fmt.Fprintln(c.Stdout, jobs[0].ID)
+	d.audit(job.Audit{Command: "submit", JobIDs: []string{jobs[0].ID}})
 	return nil
 }
 
@@ -217,7 +218,9 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 		return err
 	}
 	defer closeIn()
-	var s *job.Spool
+	var d door
+	closeDoor := func() {}
+	defer func() { closeDoor() }()
 	var def int // the attempt limit of lines without one (defaultMaxAttempts)
 	// A chunk of lines, reported in input order once submitted.
 	type item struct {
@@ -238,19 +241,19 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 			}
 		}
 		if len(reqs) > 0 {
-			if s == nil {
-				var err error
-				if s, err = c.open(); err != nil {
+			if d == nil {
+				dd, done, err := c.door(true)
+				if err != nil {
 					return err
 				}
-				def, _ = defaultMaxAttempts(s)
+				d, def, closeDoor = dd, dd.defaultMaxAttempts(), done
 			}
 			for i := range reqs {
 				if reqs[i].MaxAttempts == 0 {
 					reqs[i].MaxAttempts = def // job.json says the limit that applies
 				}
 			}
-			jobs, errs := s.SubmitMany(reqs)
+			jobs, errs := d.submit(reqs)
 			for k, i := range at {
 				chunk[i].job, chunk[i].err = jobs[k], errs[k]
 			}
@@ -298,8 +301,8 @@ func (c *Ctl) submitBatch(o SubmitOptions, notBefore time.Time) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	if s != nil {
-		c.audit(s, job.Audit{Command: "submit --batch", JobIDs: ids.ids, Count: ids.count, Failed: failed})
+	if d != nil {
+		d.audit(job.Audit{Command: "submit --batch", JobIDs: ids.ids, Count: ids.count, Failed: failed})
 	}
 	if failed > 0 {
 		return silent("submit --batch: %d of %d jobs refused", failed, failed+done)
