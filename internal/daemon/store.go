@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/pgstore"
+)
+
+// StoreFlag is --store, shared by the daemons: where the jobs are kept.
+// A postgres:// (or postgresql://) URL keeps them in PostgreSQL
+// (pkg/store/pgstore), shared by the daemons of many hosts; --spool then
+// names only this host's local directory (handler working directories,
+// the registry of this host's daemons). Anything else names a spool, as
+// --spool does. Unset: the spool of --spool, exactly as without it.
+var StoreFlag = &cli.StringFlag{
+	Name: "store", EnvVars: []string{"FARRO_STORE"},
+	Usage: "where the jobs are: postgres://USER@HOST:PORT/DB for a queue shared by several hosts (--spool is then this host's local directory), or a spool directory (as --spool). Unset: the spool of --spool",
+}
+
+// ScratchDir is, under a daemon's local directory (--spool with a
+// PostgreSQL store), where each attempt gets its working directory
+// (<scratch>/<agent>/<job id>).
+const ScratchDir = "scratch"
+
+// StoreURL returns the PostgreSQL URL of --store (FARRO_STORE), or "" when
+// the daemon works on a spool.
+func StoreURL(c *cli.Context) string {
+	if v := c.String(StoreFlag.Name); store.IsPostgresURL(v) {
+		return v
+	}
+	return ""
+}
+
+// checkStore is checkConfig's part for --store: a value that is not a
+// PostgreSQL URL names the spool, and must not disagree with --spool.
+func checkStore(c *cli.Context) error {
+	v := c.String(StoreFlag.Name)
+	if v == "" || store.IsPostgresURL(v) {
+		return nil
+	}
+	if c.IsSet(SpoolFlag.Name) && c.String(SpoolFlag.Name) != v {
+		return Configf("%s and %s name two different spools (%q, %q): give one", Ref(c, StoreFlag.Name), Ref(c, SpoolFlag.Name), clip(v), clip(c.String(SpoolFlag.Name)))
+	}
+	return c.Set(SpoolFlag.Name, v)
+}
+
+// OpenPostgres opens the PostgreSQL store at url for a daemon whose local
+// directory is local: attempts work under local/ScratchDir. A database
+// that was never migrated, or whose schema is older or newer than this
+// build's, is a *ConfigError (one line; run farroctl migrate, or upgrade
+// farro): restarting cannot fix it.
+func OpenPostgres(ctx context.Context, url, local string) (*pgstore.Store, error) {
+	s, err := pgstore.Open(ctx, url, pgstore.WithScratch(filepath.Join(local, ScratchDir)))
+	if err != nil {
+		if errors.Is(err, pgstore.ErrNotMigrated) || errors.Is(err, pgstore.ErrSchemaNewer) {
+			return nil, &ConfigError{Err: err}
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenLocal opens a daemon's local directory (--spool with a PostgreSQL
+// store): laid out as a spool when it is empty or missing, so that the
+// registry of this host's daemons (one agent id, one process on this
+// host) and the handler records live where they do on a spool. No job of
+// the queue is ever in it.
+func OpenLocal(root string, opts ...job.Option) (*job.Spool, error) {
+	s, err := job.Open(root, append([]job.Option{job.Existing()}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("local directory %s: %w", root, spoolError(err))
+	}
+	return s, nil
+}
