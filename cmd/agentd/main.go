@@ -42,6 +42,7 @@ func newApp() *cli.App {
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
 		&cli.StringFlag{Name: "output-max", Value: "16MiB", EnvVars: []string{"FARRO_OUTPUT_MAX"}, Usage: "bytes of output (stdout and stderr together) an exec job's attempt keeps in stdout.<N>.log/stderr.<N>.log, e.g. 64KiB, 16MiB, 1GiB; the rest is read, dropped and counted in a note line (0: no limit)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
+		&cli.DurationFlag{Name: "lease", Value: agent.DefaultLease, EnvVars: []string{"FARRO_LEASE"}, Usage: "with a PostgreSQL --store: each claim's lease, renewed by every heartbeat; a claim not renewed for this long may be given to another agent (positive, longer than --heartbeat)"},
 	}, run)
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
 	daemon.SetValidator(app, validate)
@@ -63,6 +64,9 @@ func run(c *cli.Context) error {
 		}
 	}
 	outputMax, _ := agent.ParseSize(c.String("output-max")) // checked by validate
+	if daemon.StoreURL(c) != "" {
+		return runShared(c, log, command, kinds, outputMax)
+	}
 	spool, err := daemon.OpenSpool(c.String("spool"), logx.StreamWarn(log))
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_KILL_GRACE":           {"agentd"},
 	"FARRO_KINDS":                {"agentd"},
 	"FARRO_OUTPUT_MAX":           {"agentd"},
+	"FARRO_LEASE":                {"agentd"},
 	"FARRO_MAX_ATTEMPTS":         {"managerd"},
 	"FARRO_BACKOFF_BASE":         {"managerd"},
 	"FARRO_BACKOFF_MAX":          {"managerd"},

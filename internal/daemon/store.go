@@ -79,3 +79,31 @@ func OpenLocal(root string, opts ...job.Option) (*job.Spool, error) {
 	}
 	return s, nil
 }
+
+// OpenShared opens what a daemon with a PostgreSQL store (--store URL)
+// works on: its local directory (--spool, see OpenLocal) and the store.
+func OpenShared(ctx context.Context, c *cli.Context, opts ...job.Option) (*job.Spool, *pgstore.Store, error) {
+	local, err := OpenLocal(c.String(SpoolFlag.Name), opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := OpenPostgres(ctx, StoreURL(c), local.Root)
+	if err != nil {
+		return nil, nil, err
+	}
+	return local, st, nil
+}
+
+// CheckShared is --check-config's check of a PostgreSQL store: the local
+// directory (as CheckSpool) and the database's schema (connecting,
+// changing nothing).
+func CheckShared(ctx context.Context, c *cli.Context) error {
+	if err := CheckSpool(c.String(SpoolFlag.Name)); err != nil {
+		return err
+	}
+	st, err := OpenPostgres(ctx, StoreURL(c), c.String(SpoolFlag.Name))
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}

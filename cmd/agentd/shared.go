@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"slices"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/farro-dev/farro/internal/agent"
+	"github.com/farro-dev/farro/internal/daemon"
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/registry"
+)
+
+// runShared is agentd on a PostgreSQL store (--store URL): the jobs come
+// from the database, shared with the agents of other hosts; --spool is
+// this host's local directory (the attempts' working directories, the
+// handler records this host's watchdogd reads, and the registry lock that
+// keeps one agent id one process on this host). The built-in kinds that
+// work on a spool's files (crawl.fetch, crawl.robots, source.check) do
+// not run here: noop and exec do.
+func runShared(c *cli.Context, log zerolog.Logger, command, kinds []string, outputMax int64) error {
+	local, st, err := daemon.OpenShared(c.Context, c, logx.StreamWarn(log))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg, err := registry.AcquireAgent(local, c.String("id"), registry.Options{
+		Actor: "agentd/" + c.String("id"), Slots: c.Int("concurrency"), Version: daemon.Version})
+	if err != nil {
+		return err
+	}
+	defer reg.Release()
+	handlers := map[string]agent.Handler{"noop": agent.Noop}
+	if len(command) > 0 {
+		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
+	} else if kinds == nil {
+		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only noop jobs from the database; exec jobs are left queued")
+	}
+	if len(command) > 0 && kinds != nil && !slices.Contains(kinds, "exec") {
+		log.Warn().Strs("kinds", kinds).Msg("--exec (FARRO_EXEC) is ignored: exec is not in --kinds (FARRO_KINDS)")
+	}
+	a, err := agent.New(agent.Config{
+		Store: st, Local: local.Root, ID: c.String("id"),
+		Handlers: handlers, Kinds: kinds,
+		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
+		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
+		Lease: c.Duration("lease"), Log: log,
+	})
+	if err != nil {
+		log.Error().Err(err).Strs("exec", command).Msg("agentd not started")
+		return err
+	}
+	return daemon.Serve(context.Background(), log, "agentd", func(ctx context.Context) error {
+		go func() {
+			select {
+			case <-a.Ready():
+				log.Info().Str("store", "postgres").Str("local", local.Root).Int("concurrency", c.Int("concurrency")).
+					Strs("kinds", a.Kinds()).Strs("exec", command).Dur("lease_ms", c.Duration("lease")).Msg("agentd ready")
+				daemon.Ready(ctx, nil)
+			case <-ctx.Done():
+			}
+		}()
+		return a.Run(ctx)
+	})
+}

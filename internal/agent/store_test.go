@@ -1,0 +1,262 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/farro-dev/farro/internal/localrun"
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
+	"github.com/farro-dev/farro/internal/testpg"
+	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/pgstore"
+)
+
+// pgFixture is an agent on a private PostgreSQL store.
+type pgFixture struct {
+	st     *pgstore.Store
+	local  string
+	agent  *Agent
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// lockedBuf collects an agent's log lines for a test to look at.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newPGStore migrates a fresh database and opens a store on it with
+// attempts under local.
+func newPGStore(t *testing.T, local string) *pgstore.Store {
+	t.Helper()
+	ctx := context.Background()
+	url := testpg.NewDatabase(t, testpg.Start(t))
+	if _, err := pgstore.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgstore.Open(ctx, url, pgstore.WithScratch(filepath.Join(local, "scratch")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// startPG starts an agent on st with the exec handler script (sh -c).
+func startPG(t *testing.T, st *pgstore.Store, local, script string, cfg Config, log *lockedBuf) *pgFixture {
+	t.Helper()
+	cfg.Store, cfg.Local = st, local
+	if cfg.ID == "" {
+		cfg.ID = "w1"
+	}
+	cfg.Handlers = map[string]Handler{"exec": &Exec{Command: []string{"/bin/sh", "-c", script}, KillGrace: time.Second}}
+	cfg.Log = logx.New(io2(t, log), "agentd/"+cfg.ID, "debug")
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &pgFixture{st: st, local: local, agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { f.done <- a.Run(ctx) }()
+	t.Cleanup(func() { f.stop(t) })
+	return f
+}
+
+func io2(t *testing.T, log *lockedBuf) *multi { return &multi{a: logxtest.New(t), b: log} }
+
+type multi struct {
+	a interface{ Write([]byte) (int, error) }
+	b *lockedBuf
+}
+
+func (m *multi) Write(p []byte) (int, error) {
+	if m.b != nil {
+		_, _ = m.b.Write(p)
+	}
+	return m.a.Write(p)
+}
+
+func (f *pgFixture) stop(t *testing.T) {
+	t.Helper()
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	f.cancel = nil
+	select {
+	case err := <-f.done:
+		if err != nil {
+			t.Errorf("agent Run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+}
+
+func submit(t *testing.T, st store.Store, reqs ...job.SubmitRequest) {
+	t.Helper()
+	_, errs := st.Submit(context.Background(), reqs)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitJob polls job id until ok says yes, for at most 10 s.
+func waitJob(t *testing.T, st store.Store, id string, ok func(*job.Job) bool) *job.Job {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, err := st.Get(context.Background(), id)
+		if err == nil && ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: %+v (err %v): not there within 10s", id, j, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// On a store, the slots run each job's handler in the claim's working
+// directory, with its prompt on stdin and its fencing token in
+// FARRO_CLAIM_TOKEN, and commit the outcome by the exit status: 0
+// succeeded, else failed with the exit code and the stderr tail.
+func TestStoreRunsJobs(t *testing.T) {
+	t.Parallel()
+	local := t.TempDir()
+	st := newPGStore(t, local)
+	var reqs []job.SubmitRequest
+	for i := range 12 {
+		p := `{"ok":true}`
+		if i%4 == 3 {
+			p = `{"fail":true}`
+		}
+		reqs = append(reqs, job.SubmitRequest{ID: "job-" + string(rune('a'+i)), Kind: "exec", Prompt: []byte(p)})
+	}
+	submit(t, st, reqs...)
+	script := `printf '%s %s %s\n' "$FARRO_CLAIM_TOKEN" "$PWD" "$FARRO_JOB_DIR" > seen; if grep -q fail; then echo broken >&2; exit 3; fi`
+	startPG(t, st, local, script, Config{Concurrency: 3, Heartbeat: 100 * time.Millisecond}, nil)
+	for i, r := range reqs {
+		j := waitJob(t, st, r.ID, func(j *job.Job) bool { return j.Status == job.Succeeded || j.Status == job.Failed })
+		dir := filepath.Join(local, "scratch", "w1", r.ID)
+		seen, err := os.ReadFile(filepath.Join(dir, "seen"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := j.ClaimToken + " " + dir + " " + dir + "\n"; string(seen) != want {
+			t.Errorf("%s: the handler saw %q, want %q", r.ID, seen, want)
+		}
+		if i%4 == 3 {
+			if j.Status != job.Failed || j.ExitCode == nil || *j.ExitCode != 3 || !strings.Contains(j.Error, "broken") {
+				t.Errorf("%s: %s exit %v error %q, want failed, exit 3, the stderr tail", r.ID, j.Status, j.ExitCode, j.Error)
+			}
+		} else if j.Status != job.Succeeded || j.Attempts != 1 {
+			t.Errorf("%s: %s after %d attempts, want succeeded after 1", r.ID, j.Status, j.Attempts)
+		}
+	}
+	if recs, err := localrun.List(local); err != nil || len(recs) != 0 {
+		t.Errorf("handler records left after the runs: %v %v", recs, err)
+	}
+}
+
+// A claim taken away while its handler runs (recovery) stops the handler
+// and writes nothing: the job stays where recovery put it.
+func TestStoreLostClaimStopsHandler(t *testing.T) {
+	t.Parallel()
+	local := t.TempDir()
+	st := newPGStore(t, local)
+	submit(t, st, job.SubmitRequest{ID: "job-lost", Kind: "exec", Prompt: []byte(`{}`)})
+	out := t.TempDir()
+	log := &lockedBuf{}
+	f := startPG(t, st, local, `touch `+out+`/started; sleep 20; touch `+out+`/ended`, Config{Heartbeat: 100 * time.Millisecond}, log)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(out, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the handler did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	recs, err := localrun.List(local)
+	if err != nil || len(recs) != 1 || recs[0].Record.JobID != "job-lost" || recs[0].Record.Handler.PID == 0 {
+		t.Fatalf("handler record while it runs: %+v %v", recs, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	outs, err := st.Recover(context.Background(), store.RecoverOptions{Actor: "test", SilentAfter: time.Millisecond})
+	if err != nil || len(outs) != 1 {
+		t.Fatalf("recover: %v %v", outs, err)
+	}
+	for !strings.Contains(log.String(), "stopping the handler") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler was not stopped; log:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.stop(t)
+	j, err := st.Get(context.Background(), "job-lost")
+	if err != nil || j.Status != job.Stale {
+		t.Errorf("job after the lost claim: %v %v, want stale (nothing written by the agent)", j, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "ended")); err == nil {
+		t.Error("the handler ran to its end")
+	}
+}
+
+// On shutdown a running job that does not finish within the drain is
+// released to queued, its attempt not counted.
+func TestStoreDrainReleases(t *testing.T) {
+	t.Parallel()
+	local := t.TempDir()
+	st := newPGStore(t, local)
+	submit(t, st, job.SubmitRequest{ID: "job-drain", Kind: "exec", Prompt: []byte(`{}`)})
+	f := startPG(t, st, local, `sleep 20`, Config{Heartbeat: 100 * time.Millisecond, DrainTimeout: 200 * time.Millisecond}, nil)
+	waitJob(t, st, "job-drain", func(j *job.Job) bool { return j.Status == job.InProgress })
+	f.stop(t)
+	j, err := st.Get(context.Background(), "job-drain")
+	if err != nil || j.Status != job.Queued || j.Attempts != 0 {
+		t.Errorf("after the drain: %+v %v, want queued with 0 attempts", j, err)
+	}
+}
+
+// An operator's kill of a running job stops its handler and commits
+// killed.
+func TestStoreControlKill(t *testing.T) {
+	t.Parallel()
+	local := t.TempDir()
+	st := newPGStore(t, local)
+	submit(t, st, job.SubmitRequest{ID: "job-kill", Kind: "exec", Prompt: []byte(`{}`)})
+	startPG(t, st, local, `sleep 20`, Config{Heartbeat: 100 * time.Millisecond, ControlPoll: 20 * time.Millisecond}, nil)
+	j := waitJob(t, st, "job-kill", func(j *job.Job) bool { return j.Status == job.InProgress })
+	if err := st.RequestControl(context.Background(), "job-kill", job.Control{Action: job.ControlKill, Actor: "test", Attempt: j.Attempts, ClaimToken: j.ClaimToken}); err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, st, "job-kill", func(j *job.Job) bool { return j.Status.Terminal() })
+	if j.Status != job.Killed || !strings.Contains(j.Reason, "killed by operator") {
+		t.Errorf("after kill: %s %q", j.Status, j.Reason)
+	}
+}
