@@ -43,6 +43,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_INTERVAL":             {"watchdogd"},
 	"FARRO_CRASH_THRESHOLD":      {"watchdogd"},
 	"FARRO_LOCK_GRACE":           {"watchdogd"},
+	"FARRO_LEASE_GRACE":          {"watchdogd"},
 }
 
 // OtherEnv lists the FARRO_* names that are farro's without setting a
