@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,5 +259,63 @@ func TestStoreControlKill(t *testing.T) {
 	j = waitJob(t, st, "job-kill", func(j *job.Job) bool { return j.Status.Terminal() })
 	if j.Status != job.Killed || !strings.Contains(j.Reason, "killed by operator") {
 		t.Errorf("after kill: %s %q", j.Status, j.Reason)
+	}
+}
+
+// noRenewStore is a store whose claims cannot renew their lease (the
+// database unreachable for heartbeats).
+type noRenewStore struct{ *pgstore.Store }
+
+func (s noRenewStore) Claim(ctx context.Context, h job.Holder, o store.ClaimOptions) ([]store.Claim, error) {
+	cs, err := s.Store.Claim(ctx, h, o)
+	for i := range cs {
+		cs[i] = noRenewClaim{cs[i]}
+	}
+	return cs, err
+}
+
+type noRenewClaim struct{ store.Claim }
+
+func (noRenewClaim) Heartbeat(context.Context) error { return errors.New("connection refused (test)") }
+
+// A claim whose lease could not be renewed for a whole lease period
+// counts as lost: another host may have the job by then. The handler is
+// stopped and nothing is written.
+func TestStoreUnrenewedLeaseStopsHandler(t *testing.T) {
+	t.Parallel()
+	local := t.TempDir()
+	st := newPGStore(t, local)
+	submit(t, st, job.SubmitRequest{ID: "job-unrenewed", Kind: "exec", Prompt: []byte(`{}`)})
+	out := t.TempDir()
+	log := &lockedBuf{}
+	cfg := Config{Heartbeat: 100 * time.Millisecond, Lease: 500 * time.Millisecond, ID: "w1"}
+	cfg.Store, cfg.Local = noRenewStore{st}, local
+	cfg.Handlers = map[string]Handler{"exec": &Exec{Command: []string{"/bin/sh", "-c", `touch ` + out + `/started; sleep 20; touch ` + out + `/ended`}, KillGrace: time.Second}}
+	cfg.Log = logx.New(io2(t, log), "agentd/w1", "debug")
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &pgFixture{st: st, local: local, agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { f.done <- a.Run(ctx) }()
+	t.Cleanup(func() { f.stop(t) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), "stopping the handler") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler was not stopped; log:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(log.String(), "lease not renewed for 500ms") {
+		t.Errorf("the stop does not say why:\n%s", log.String())
+	}
+	f.stop(t)
+	j, err := st.Get(context.Background(), "job-unrenewed")
+	if err != nil || j.Status != job.InProgress || j.Attempts != 1 {
+		t.Errorf("job: %+v %v, want in-progress still (nothing written; recovery's to move)", j, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "ended")); err == nil {
+		t.Error("the handler ran to its end")
 	}
 }
