@@ -19,9 +19,13 @@ import (
 // handler records this host's watchdogd reads, and the registry lock that
 // keeps one agent id one process on this host). The built-in kinds that
 // work on a spool's files (crawl.fetch, crawl.robots, source.check) do
-// not run here: noop and exec do.
+// not run here: noop and exec do. --rescan and --no-notify are the
+// spool's (a slot waits for a notification from the database, and claims
+// again at least every second).
 func runShared(c *cli.Context, log zerolog.Logger, command, kinds []string, outputMax int64) error {
-	local, st, err := daemon.OpenShared(c.Context, c, logx.StreamWarn(log))
+	// A connection for each slot's claim and one for each running job's
+	// heartbeat, request check or commit; one listens for queued jobs.
+	local, st, err := daemon.OpenShared(c.Context, c, 2*c.Int("concurrency")+2, logx.StreamWarn(log))
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func runShared(c *cli.Context, stdout io.Writer) error {
 		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, watchdog.Actor, c.String("log-level"))
-	local, st, err := daemon.OpenShared(c.Context, c, logx.StreamWarn(log))
+	local, st, err := daemon.OpenShared(c.Context, c, 0, logx.StreamWarn(log))
 	if err != nil {
 		if !daemon.IsConfigError(err) {
 			log.Error().Err(err).Msg("cannot open the store")

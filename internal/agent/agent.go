@@ -32,7 +32,7 @@ type Config struct {
 	Concurrency  int                // worker slots (default 1)
 	Timeout      time.Duration      // per job; 0 = none
 	Heartbeat    time.Duration      // default 2s
-	ControlPoll  time.Duration      // default 200ms
+	ControlPoll  time.Duration      // default 200ms (1s with a Store)
 	DrainTimeout time.Duration      // default 30s
 	Rescan       time.Duration      // default 10s
 	NoNotify     bool               // no fsnotify: rescans only
@@ -134,6 +134,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ControlPoll <= 0 {
 		cfg.ControlPoll = 200 * time.Millisecond
+		if cfg.Store != nil {
+			// A query per running job each time: a database shared by
+			// many agents is asked five times less.
+			cfg.ControlPoll = time.Second
+		}
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second

@@ -56,8 +56,8 @@ func checkStore(c *cli.Context) error {
 // that was never migrated, or whose schema is older or newer than this
 // build's, is a *ConfigError (one line; run farroctl migrate, or upgrade
 // farro): restarting cannot fix it.
-func OpenPostgres(ctx context.Context, url, local string) (*pgstore.Store, error) {
-	s, err := pgstore.Open(ctx, url, pgstore.WithScratch(filepath.Join(local, ScratchDir)))
+func OpenPostgres(ctx context.Context, url, local string, opts ...pgstore.Option) (*pgstore.Store, error) {
+	s, err := pgstore.Open(ctx, url, append([]pgstore.Option{pgstore.WithScratch(filepath.Join(local, ScratchDir))}, opts...)...)
 	if err != nil {
 		if errors.Is(err, pgstore.ErrNotMigrated) || errors.Is(err, pgstore.ErrSchemaNewer) {
 			return nil, &ConfigError{Err: err}
@@ -81,13 +81,19 @@ func OpenLocal(root string, opts ...job.Option) (*job.Spool, error) {
 }
 
 // OpenShared opens what a daemon with a PostgreSQL store (--store URL)
-// works on: its local directory (--spool, see OpenLocal) and the store.
-func OpenShared(ctx context.Context, c *cli.Context, opts ...job.Option) (*job.Spool, *pgstore.Store, error) {
+// works on: its local directory (--spool, see OpenLocal, with opts) and
+// the store, with a pool of at most maxConns connections (0: pgstore's
+// default).
+func OpenShared(ctx context.Context, c *cli.Context, maxConns int, opts ...job.Option) (*job.Spool, *pgstore.Store, error) {
 	local, err := OpenLocal(c.String(SpoolFlag.Name), opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := OpenPostgres(ctx, StoreURL(c), local.Root)
+	var po []pgstore.Option
+	if maxConns > 0 {
+		po = append(po, pgstore.WithMaxConns(maxConns))
+	}
+	st, err := OpenPostgres(ctx, StoreURL(c), local.Root, po...)
 	if err != nil {
 		return nil, nil, err
 	}
