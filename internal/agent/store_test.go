@@ -1,13 +1,13 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,33 +19,6 @@ import (
 	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
-
-// pgFixture is an agent on a private PostgreSQL store.
-type pgFixture struct {
-	st     *pgstore.Store
-	local  string
-	agent  *Agent
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// lockedBuf collects an agent's log lines for a test to look at.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // newPGStore migrates a fresh database and opens a store on it with
 // attempts under local.
@@ -64,55 +37,48 @@ func newPGStore(t *testing.T, local string) *pgstore.Store {
 	return st
 }
 
-// startPG starts an agent on st with the exec handler script (sh -c).
-func startPG(t *testing.T, st *pgstore.Store, local, script string, cfg Config, log *lockedBuf) *pgFixture {
+// startPG starts an agent on st, local its host's directory, with the
+// exec handler script (sh -c); its log lines also go to w (nil: none).
+func startPG(t *testing.T, st store.Store, local, script string, cfg Config, w io.Writer) *fixture {
 	t.Helper()
 	cfg.Store, cfg.Local = st, local
 	if cfg.ID == "" {
 		cfg.ID = "w1"
 	}
 	cfg.Handlers = map[string]Handler{"exec": &Exec{Command: []string{"/bin/sh", "-c", script}, KillGrace: time.Second}}
-	cfg.Log = logx.New(io2(t, log), "agentd/"+cfg.ID, "debug")
+	cfg.Log = testLog(t, cfg.ID)
+	if w != nil {
+		cfg.Log = logx.New(io.MultiWriter(logxtest.New(t), w), "agentd/"+cfg.ID, "debug")
+	}
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &pgFixture{st: st, local: local, agent: a, cancel: cancel, done: make(chan error, 1)}
+	f := &fixture{cancel: cancel, done: make(chan error, 1), agent: a}
 	go func() { f.done <- a.Run(ctx) }()
 	t.Cleanup(func() { f.stop(t) })
 	return f
 }
 
-func io2(t *testing.T, log *lockedBuf) *multi { return &multi{a: logxtest.New(t), b: log} }
-
-type multi struct {
-	a interface{ Write([]byte) (int, error) }
-	b *lockedBuf
-}
-
-func (m *multi) Write(p []byte) (int, error) {
-	if m.b != nil {
-		_, _ = m.b.Write(p)
-	}
-	return m.a.Write(p)
-}
-
-func (f *pgFixture) stop(t *testing.T) {
+// waitFor polls until ok says yes, for at most 10 s; what fails the test
+// then.
+func waitFor(t *testing.T, ok func() bool, what func() string) {
 	t.Helper()
-	if f.cancel == nil {
-		return
-	}
-	f.cancel()
-	f.cancel = nil
-	select {
-	case err := <-f.done:
-		if err != nil {
-			t.Errorf("agent Run: %v", err)
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("agent did not stop")
+		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// handlerStopped waits for the agent's line saying it stops a handler.
+func handlerStopped(t *testing.T, log *lockedBuffer) {
+	t.Helper()
+	waitFor(t, func() bool { return strings.Contains(log.String(), "stopping the handler") },
+		func() string { return "the handler was not stopped; log:\n" + log.String() })
 }
 
 func submit(t *testing.T, st store.Store, reqs ...job.SubmitRequest) {
@@ -128,17 +94,11 @@ func submit(t *testing.T, st store.Store, reqs ...job.SubmitRequest) {
 // waitJob polls job id until ok says yes, for at most 10 s.
 func waitJob(t *testing.T, st store.Store, id string, ok func(*job.Job) bool) *job.Job {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j, err := st.Get(context.Background(), id)
-		if err == nil && ok(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: %+v (err %v): not there within 10s", id, j, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var j *job.Job
+	var err error
+	waitFor(t, func() bool { j, err = st.Get(context.Background(), id); return err == nil && ok(j) },
+		func() string { return fmt.Sprintf("job %s: %+v (err %v): not there within 10s", id, j, err) })
+	return j
 }
 
 // On a store, the slots run each job's handler in the claim's working
@@ -191,18 +151,10 @@ func TestStoreLostClaimStopsHandler(t *testing.T) {
 	st := newPGStore(t, local)
 	submit(t, st, job.SubmitRequest{ID: "job-lost", Kind: "exec", Prompt: []byte(`{}`)})
 	out := t.TempDir()
-	log := &lockedBuf{}
+	log := &lockedBuffer{}
 	f := startPG(t, st, local, `touch `+out+`/started; sleep 20; touch `+out+`/ended`, Config{Heartbeat: 100 * time.Millisecond}, log)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(out, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the handler did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(out, "started")); return err == nil },
+		func() string { return "the handler did not start" })
 	recs, err := localrun.List(local)
 	if err != nil || len(recs) != 1 || recs[0].Record.JobID != "job-lost" || recs[0].Record.Handler.PID == 0 {
 		t.Fatalf("handler record while it runs: %+v %v", recs, err)
@@ -212,12 +164,7 @@ func TestStoreLostClaimStopsHandler(t *testing.T) {
 	if err != nil || len(outs) != 1 {
 		t.Fatalf("recover: %v %v", outs, err)
 	}
-	for !strings.Contains(log.String(), "stopping the handler") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the handler was not stopped; log:\n%s", log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	handlerStopped(t, log)
 	f.stop(t)
 	j, err := st.Get(context.Background(), "job-lost")
 	if err != nil || j.Status != job.Stale {
@@ -287,26 +234,10 @@ func TestStoreUnrenewedLeaseStopsHandler(t *testing.T) {
 	st := newPGStore(t, local)
 	submit(t, st, job.SubmitRequest{ID: "job-unrenewed", Kind: "exec", Prompt: []byte(`{}`)})
 	out := t.TempDir()
-	log := &lockedBuf{}
-	cfg := Config{Heartbeat: 100 * time.Millisecond, Lease: 500 * time.Millisecond, ID: "w1"}
-	cfg.Store, cfg.Local = noRenewStore{st}, local
-	cfg.Handlers = map[string]Handler{"exec": &Exec{Command: []string{"/bin/sh", "-c", `touch ` + out + `/started; sleep 20; touch ` + out + `/ended`}, KillGrace: time.Second}}
-	cfg.Log = logx.New(io2(t, log), "agentd/w1", "debug")
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &pgFixture{st: st, local: local, agent: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { f.done <- a.Run(ctx) }()
-	t.Cleanup(func() { f.stop(t) })
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(log.String(), "stopping the handler") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the handler was not stopped; log:\n%s", log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	log := &lockedBuffer{}
+	f := startPG(t, noRenewStore{st}, local, `touch `+out+`/started; sleep 20; touch `+out+`/ended`,
+		Config{Heartbeat: 100 * time.Millisecond, Lease: 500 * time.Millisecond}, log)
+	handlerStopped(t, log)
 	if !strings.Contains(log.String(), "lease not renewed for 500ms") {
 		t.Errorf("the stop does not say why:\n%s", log.String())
 	}

@@ -126,16 +126,8 @@ func (s *Shared) moved(nj *job.Job, from job.State) {
 
 // stale is handleStale on the store.
 func (s *Shared) stale(ctx context.Context, j *job.Job) error {
-	to, reason := s.pol.stalePlan(j)
-	nj, err := s.st.Move(ctx, j.ID, job.Stale, to, Actor, reason, func(nj *job.Job) error {
-		if got, _ := s.pol.stalePlan(nj); got != to || nj.Attempts != j.Attempts {
-			return errChanged
-		}
-		if j.Reason != "" {
-			nj.Error = j.Reason // the recovery's cause, e.g. the lease expired
-		}
-		return nil
-	})
+	to, reason, mutate := s.pol.staleStep(j)
+	nj, err := s.st.Move(ctx, j.ID, job.Stale, to, Actor, reason, mutate)
 	if err != nil {
 		return err
 	}
@@ -145,23 +137,8 @@ func (s *Shared) stale(ctx context.Context, j *job.Job) error {
 
 // failed is handleFailed on the store.
 func (s *Shared) failed(ctx context.Context, j *job.Job) error {
-	cfg := s.pol.cfg
-	to, reason := s.pol.failedPlan(j)
-	var delay time.Duration
-	if to == job.Deferred {
-		delay = backoff(cfg.BackoffBase, cfg.BackoffMax, j.Attempts, cfg.Rand)
-		reason = retryReason(j, j.EffectiveMaxAttempts(cfg.MaxAttempts), delay)
-	}
-	nj, err := s.st.Move(ctx, j.ID, job.Failed, to, Actor, reason, func(nj *job.Job) error {
-		if got, _ := s.pol.failedPlan(nj); got != to || nj.Attempts != j.Attempts {
-			return errChanged
-		}
-		if to == job.Deferred {
-			nb := time.Now().UTC().Add(delay)
-			nj.NotBefore = &nb
-		}
-		return nil
-	})
+	to, reason, mutate := s.pol.failedStep(j)
+	nj, err := s.st.Move(ctx, j.ID, job.Failed, to, Actor, reason, mutate)
 	if err != nil {
 		return err
 	}
