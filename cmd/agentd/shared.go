@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"slices"
-
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -37,35 +34,11 @@ func runShared(c *cli.Context, log zerolog.Logger, command, kinds []string, outp
 	}
 	defer reg.Release()
 	handlers := map[string]agent.Handler{"noop": agent.Noop}
-	if len(command) > 0 {
-		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
-	} else if kinds == nil {
-		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only noop jobs from the database; exec jobs are left queued")
-	}
-	if len(command) > 0 && kinds != nil && !slices.Contains(kinds, "exec") {
-		log.Warn().Strs("kinds", kinds).Msg("--exec (FARRO_EXEC) is ignored: exec is not in --kinds (FARRO_KINDS)")
-	}
-	a, err := agent.New(agent.Config{
-		Store: st, Local: local.Root, ID: c.String("id"),
-		Handlers: handlers, Kinds: kinds,
-		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
-		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
-		Lease: c.Duration("lease"), Log: log,
-	})
-	if err != nil {
-		log.Error().Err(err).Strs("exec", command).Msg("agentd not started")
-		return err
-	}
-	return daemon.Serve(context.Background(), log, "agentd", func(ctx context.Context) error {
-		go func() {
-			select {
-			case <-a.Ready():
-				log.Info().Str("store", "postgres").Str("local", local.Root).Int("concurrency", c.Int("concurrency")).
-					Strs("kinds", a.Kinds()).Strs("exec", command).Dur("lease_ms", c.Duration("lease")).Msg("agentd ready")
-				daemon.Ready(ctx, nil)
-			case <-ctx.Done():
-			}
-		}()
-		return a.Run(ctx)
+	addExec(c, log, handlers, command, kinds, outputMax, "this agent runs only noop jobs from the database")
+	cfg := agentConfig(c, handlers, kinds, log)
+	cfg.Store, cfg.Local, cfg.Lease = st, local.Root, c.Duration("lease")
+	return serve(cfg, command, func(a *agent.Agent) {
+		log.Info().Str("store", "postgres").Str("local", local.Root).Int("concurrency", c.Int("concurrency")).
+			Strs("kinds", a.Kinds()).Strs("exec", command).Dur("lease_ms", c.Duration("lease")).Msg("agentd ready")
 	})
 }

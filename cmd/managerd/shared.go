@@ -27,24 +27,16 @@ func runShared(c *cli.Context, stdout io.Writer, cfg manager.Config) error {
 		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, manager.Actor, c.String("log-level"))
-	local, st, err := daemon.OpenShared(c.Context, c, 0, logx.StreamWarn(log))
-	if err != nil {
-		if !daemon.IsConfigError(err) {
-			log.Error().Err(err).Msg("cannot open the store")
-		}
-		return err
-	}
-	defer st.Close()
-	reg, err := registry.AcquireDaemon(local, "managerd", registry.Options{Actor: manager.Actor, Version: daemon.Version, MaxAttempts: cfg.MaxAttempts})
+	sh, err := daemon.OpenSharedDaemon(c, log, "managerd", registry.Options{Actor: manager.Actor, Version: daemon.Version, MaxAttempts: cfg.MaxAttempts})
 	if err != nil {
 		return err
 	}
-	defer reg.Release()
+	defer sh.Close()
 	return daemon.Serve(c.Context, log, "managerd", func(ctx context.Context) error {
 		log.Info().Bool("frontier", false).Msg("the crawl frontier runs on a spool only: not on a PostgreSQL store (--frontier=false implied)")
 		cfg.Ready = func() { daemon.Ready(ctx, nil) }
-		m := manager.NewShared(st, cfg, log)
-		log.Info().Str("store", "postgres").Str("local", local.Root).Int("max_attempts", cfg.MaxAttempts).
+		m := manager.NewShared(sh.Store, cfg, log)
+		log.Info().Str("store", "postgres").Str("local", sh.Local.Root).Int("max_attempts", cfg.MaxAttempts).
 			Dur("backoff_base_ms", cfg.BackoffBase).Dur("backoff_max_ms", cfg.BackoffMax).
 			Dur("retention_ms", cfg.Retention).Dur("pass_ms", manager.SharedEvery).Msg("managerd starting")
 		return m.Run(ctx)

@@ -25,24 +25,16 @@ func runShared(c *cli.Context, stdout io.Writer) error {
 		return daemon.ConfigOK(c)
 	}
 	log := logx.New(stdout, watchdog.Actor, c.String("log-level"))
-	local, st, err := daemon.OpenShared(c.Context, c, 0, logx.StreamWarn(log))
-	if err != nil {
-		if !daemon.IsConfigError(err) {
-			log.Error().Err(err).Msg("cannot open the store")
-		}
-		return err
-	}
-	defer st.Close()
-	reg, err := registry.AcquireDaemon(local, "watchdogd", registry.Options{Actor: watchdog.Actor, Version: daemon.Version})
+	sh, err := daemon.OpenSharedDaemon(c, log, "watchdogd", registry.Options{Actor: watchdog.Actor, Version: daemon.Version})
 	if err != nil {
 		return err
 	}
-	defer reg.Release()
+	defer sh.Close()
 	return daemon.Serve(c.Context, log, "watchdogd", func(ctx context.Context) error {
-		log.Info().Str("store", "postgres").Str("local", local.Root).Dur("interval_ms", c.Duration("interval")).
+		log.Info().Str("store", "postgres").Str("local", sh.Local.Root).Dur("interval_ms", c.Duration("interval")).
 			Dur("lease_grace_ms", c.Duration("lease-grace")).Msg("watchdogd starting")
 		return watchdog.RunShared(ctx, watchdog.SharedConfig{
-			Store: st, Local: local.Root, Interval: c.Duration("interval"), Grace: c.Duration("lease-grace"),
+			Store: sh.Store, Local: sh.Local.Root, Interval: c.Duration("interval"), Grace: c.Duration("lease-grace"),
 			Ready: func() { daemon.Ready(ctx, nil) }, Log: log,
 		})
 	})

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
@@ -112,4 +115,39 @@ func CheckShared(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	return st.Close()
+}
+
+// Shared is what a one-per-host daemon (managerd, watchdogd) holds on a
+// PostgreSQL store: its local directory, the store, and its registry
+// lock there.
+type Shared struct {
+	Local *job.Spool
+	Store *pgstore.Store
+	reg   *registry.Holder
+}
+
+// OpenSharedDaemon opens a one-per-host daemon's local directory and
+// store (OpenShared) and takes its registry lock (refused, exit
+// registry.ExitAlreadyRunning, while another holds it). An error other
+// than a configuration error is logged too. Close releases all.
+func OpenSharedDaemon(c *cli.Context, log zerolog.Logger, name string, o registry.Options) (*Shared, error) {
+	local, st, err := OpenShared(c.Context, c, 0, logx.StreamWarn(log))
+	if err != nil {
+		if !IsConfigError(err) { // a configuration error is one line on stderr only
+			log.Error().Err(err).Msg("cannot open the store")
+		}
+		return nil, err
+	}
+	reg, err := registry.AcquireDaemon(local, name, o)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Shared{Local: local, Store: st, reg: reg}, nil
+}
+
+// Close releases the registry lock and closes the store.
+func (s *Shared) Close() {
+	_ = s.reg.Release()
+	_ = s.Store.Close()
 }
