@@ -155,9 +155,12 @@ func TestStoreLostClaimStopsHandler(t *testing.T) {
 	f := startPG(t, st, local, `touch `+out+`/started; sleep 20; touch `+out+`/ended`, Config{Heartbeat: 100 * time.Millisecond}, log)
 	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(out, "started")); return err == nil },
 		func() string { return "the handler did not start" })
-	recs, err := localrun.List(local)
-	if err != nil || len(recs) != 1 || recs[0].Record.JobID != "job-lost" || recs[0].Record.Handler.PID == 0 {
-		t.Fatalf("handler record while it runs: %+v %v", recs, err)
+	// Recorded by the agent once the handler has started.
+	var recs []localrun.Entry
+	waitFor(t, func() bool { recs, _ = localrun.List(local); return len(recs) > 0 },
+		func() string { return "no handler record while it runs" })
+	if r := recs[0]; len(recs) != 1 || r.Err != nil || r.Record.JobID != "job-lost" || r.Record.Handler.PID == 0 {
+		t.Fatalf("handler record while it runs: %+v", recs)
 	}
 	time.Sleep(5 * time.Millisecond)
 	outs, err := st.Recover(context.Background(), store.RecoverOptions{Actor: "test", SilentAfter: time.Millisecond})
