@@ -10,7 +10,6 @@ import (
 
 	"github.com/farro-dev/farro/internal/localrun"
 	"github.com/farro-dev/farro/internal/proc"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store"
 )
@@ -109,7 +108,7 @@ func (a *Agent) prepare(c store.Claim) attempt {
 	at := &storeAttempt{c: c, prompt: c.Prompt(), local: a.cfg.Local, agent: a.cfg.ID, lease: a.cfg.Lease, renewed: time.Now()}
 	err := fmt.Errorf("no working directory for the attempt on this host")
 	if c.Dir() != "" {
-		err = fsq.WriteFile(filepath.Join(c.Dir(), job.PromptFile), at.prompt, fsq.WithoutDirSync())
+		err = localrun.WriteFile(filepath.Join(c.Dir(), job.PromptFile), at.prompt)
 	}
 	if err == nil {
 		return at

@@ -63,7 +63,34 @@ func Write(local string, r Record) error {
 		return err
 	}
 	b, _ := json.Marshal(r)
-	return fsq.WriteFile(filepath.Join(dir, name(r.Agent, r.JobID)), append(b, '\n'), fsq.WithoutDirSync())
+	return WriteFile(filepath.Join(dir, name(r.Agent, r.JobID)), append(b, '\n'))
+}
+
+// WriteFile replaces path with data atomically (a temporary dot file
+// beside it, renamed over it: a reader sees all or nothing, and a symlink
+// at path is replaced, never followed), without an fsync: what it writes
+// matters only while this host is up (a record names processes a crash
+// of the host ends; a prompt is the database's).
+func WriteFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // Remove deletes the record of agent's handler of job id (none: nil).

@@ -54,3 +54,32 @@ func TestRecords(t *testing.T) {
 		t.Errorf("removing a removed record: %v", err)
 	}
 }
+
+// WriteFile replaces a symlink at its path (a handler may leave one in
+// its working directory) instead of writing through it, and leaves no
+// temporary file.
+func TestWriteFileReplacesSymlink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "prompt.json")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("written through the symlink: target holds %q", b)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("path: %v %v, want a regular file, 0644", fi, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("left in the directory: %v", ents)
+	}
+}
