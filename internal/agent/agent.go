@@ -190,7 +190,8 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// Ready is closed once the first scan of incoming/ is done.
+// Ready is closed once the first scan of incoming/ is done (on a Store:
+// once the first claim was tried).
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Busy is the number of jobs running now.
