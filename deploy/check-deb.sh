@@ -103,6 +103,7 @@ expected=$(
 0644 ./usr/share/doc/farro/examples/farro-textfile.timer
 0644 ./usr/share/doc/farro/examples/managerd.env
 0644 ./usr/share/doc/farro/examples/metrics-dropin.conf
+0644 ./usr/share/doc/farro/examples/postgres-dropin.conf
 0644 ./usr/share/doc/farro/examples/watchdogd.env
 0644 ./usr/share/doc/farro/modules.txt
 0644 ./usr/share/man/man1/agentd.1.gz

@@ -27,7 +27,21 @@ func validate(c *cli.Context) error {
 		daemon.Positive(c, "kill-grace"),
 		daemon.Positive(c, "rescan"),
 		outputMax(c),
+		lease(c),
 	)
+}
+
+// lease checks --lease: positive, and with a PostgreSQL store longer
+// than --heartbeat (a lease
+// that runs out between two renewals would lose every claim).
+func lease(c *cli.Context) error {
+	if err := daemon.Positive(c, "lease"); err != nil {
+		return err
+	}
+	if daemon.StoreURL(c) != "" && c.Duration("lease") <= c.Duration("heartbeat") {
+		return daemon.Configf("%s: must be longer than %s (%s)", daemon.RefValue(c, "lease", c.Duration("lease").String()), daemon.Ref(c, "heartbeat"), c.Duration("heartbeat"))
+	}
+	return nil
 }
 
 // outputMax checks --output-max: a size such as 64KiB, 16MiB or 1GiB
@@ -53,7 +67,11 @@ func handlerCommand(c *cli.Context) []string {
 // agent.ExitHandlerUnusable when it cannot be used). No lock is taken,
 // nothing is written.
 func checkOnly(c *cli.Context, command []string) error {
-	if err := daemon.CheckSpool(c.String("spool")); err != nil {
+	if daemon.StoreURL(c) != "" {
+		if err := daemon.CheckShared(c.Context, c); err != nil {
+			return err
+		}
+	} else if err := daemon.CheckSpool(c.String("spool")); err != nil {
 		return err
 	}
 	if len(command) > 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/farro-dev/farro/internal/agent"
@@ -42,6 +43,7 @@ func newApp() *cli.App {
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
 		&cli.StringFlag{Name: "output-max", Value: "16MiB", EnvVars: []string{"FARRO_OUTPUT_MAX"}, Usage: "bytes of output (stdout and stderr together) an exec job's attempt keeps in stdout.<N>.log/stderr.<N>.log, e.g. 64KiB, 16MiB, 1GiB; the rest is read, dropped and counted in a note line (0: no limit)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
+		&cli.DurationFlag{Name: "lease", Value: agent.DefaultLease, EnvVars: []string{"FARRO_LEASE"}, Usage: "with a PostgreSQL --store: each claim's lease, renewed by every heartbeat; a claim not renewed for this long may be given to another agent (positive, longer than --heartbeat)"},
 	}, run)
 	app.ArgsUsage = "[--exec CMD [ARG...]]"
 	daemon.SetValidator(app, validate)
@@ -63,6 +65,9 @@ func run(c *cli.Context) error {
 		}
 	}
 	outputMax, _ := agent.ParseSize(c.String("output-max")) // checked by validate
+	if daemon.StoreURL(c) != "" {
+		return runShared(c, log, command, kinds, outputMax)
+	}
 	spool, err := daemon.OpenSpool(c.String("spool"), logx.StreamWarn(log))
 	if err != nil {
 		return err
@@ -90,24 +95,19 @@ func run(c *cli.Context) error {
 		// The content pipeline's source checks (internal/pipeline).
 		pipeline.KindCheck: pipeline.NewCheckHandler(spool, fetcher),
 	}
-	if len(command) > 0 {
-		// Checked by agent.New: a missing or non-executable program is
-		// refused (exit agent.ExitHandlerUnusable) rather than failing
-		// every exec job.
-		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
-	} else if kinds == nil {
-		log.Warn().Msg("no --exec (FARRO_EXEC): this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check); exec jobs are left queued")
-	}
-	if len(command) > 0 && kinds != nil && !slices.Contains(kinds, "exec") {
-		log.Warn().Strs("kinds", kinds).Msg("--exec (FARRO_EXEC) is ignored: exec is not in --kinds (FARRO_KINDS)")
-	}
-	a, err := agent.New(agent.Config{
-		Spool: spool, ID: c.String("id"),
-		Handlers: handlers, Kinds: kinds,
-		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
-		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"),
-		Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"), Log: log,
+	addExec(c, log, handlers, command, kinds, outputMax, "this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check)")
+	cfg := agentConfig(c, handlers, kinds, log)
+	cfg.Spool, cfg.Rescan, cfg.NoNotify = spool, c.Duration("rescan"), c.Bool("no-notify")
+	return serve(cfg, command, func(a *agent.Agent) {
+		log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("kinds", a.Kinds()).Strs("exec", command).Msg("agentd ready")
 	})
+}
+
+// serve makes the agent of cfg and runs it until SIGTERM or SIGINT;
+// ready logs its ready line once it claims.
+func serve(cfg agent.Config, command []string, ready func(*agent.Agent)) error {
+	log := cfg.Log
+	a, err := agent.New(cfg)
 	if err != nil {
 		log.Error().Err(err).Strs("exec", command).Msg("agentd not started")
 		return err
@@ -116,13 +116,40 @@ func run(c *cli.Context) error {
 		go func() {
 			select {
 			case <-a.Ready():
-				log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("kinds", a.Kinds()).Strs("exec", command).Msg("agentd ready")
+				ready(a)
 				daemon.Ready(ctx, nil)
 			case <-ctx.Done():
 			}
 		}()
 		return a.Run(ctx)
 	})
+}
+
+// addExec adds the exec handler of command to handlers, or, without one,
+// says in one line that exec jobs are left queued (what runs names what
+// this agent runs then).
+func addExec(c *cli.Context, log zerolog.Logger, handlers map[string]agent.Handler, command, kinds []string, outputMax int64, what string) {
+	if len(command) > 0 {
+		// Checked by agent.New: a missing or non-executable program is
+		// refused (exit agent.ExitHandlerUnusable) rather than failing
+		// every exec job.
+		handlers["exec"] = &agent.Exec{Command: command, KillGrace: c.Duration("kill-grace"), OutputMax: outputMax}
+	} else if kinds == nil {
+		log.Warn().Msg("no --exec (FARRO_EXEC): " + what + "; exec jobs are left queued")
+	}
+	if len(command) > 0 && kinds != nil && !slices.Contains(kinds, "exec") {
+		log.Warn().Strs("kinds", kinds).Msg("--exec (FARRO_EXEC) is ignored: exec is not in --kinds (FARRO_KINDS)")
+	}
+}
+
+// agentConfig is the agent's configuration from the flags, whatever
+// keeps the jobs.
+func agentConfig(c *cli.Context, handlers map[string]agent.Handler, kinds []string, log zerolog.Logger) agent.Config {
+	return agent.Config{
+		ID: c.String("id"), Handlers: handlers, Kinds: kinds,
+		Concurrency: c.Int("concurrency"), Timeout: c.Duration("timeout"),
+		Heartbeat: c.Duration("heartbeat"), DrainTimeout: c.Duration("drain-timeout"), Log: log,
+	}
 }
 
 // splitExec cuts "--exec CMD [ARG...]" off the command line: everything

@@ -53,6 +53,9 @@ func run(c *cli.Context, stdout io.Writer) error {
 		EventsRetention: c.Duration("events-retention"),
 		Rescan:          c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
 	}
+	if daemon.StoreURL(c) != "" {
+		return runShared(c, stdout, cfg)
+	}
 	if daemon.CheckOnly(c) {
 		if err := daemon.CheckSpool(c.String("spool")); err != nil {
 			return err

@@ -32,6 +32,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "lock-grace", Value: 5 * time.Second, EnvVars: []string{"FARRO_LOCK_GRACE"}, Usage: "age at which a lock without owner file, or a running job without lock, is recovered"},
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
+		&cli.DurationFlag{Name: "lease-grace", Value: 10 * time.Second, EnvVars: []string{"FARRO_LEASE_GRACE"}, Usage: "with a PostgreSQL --store: how long past its lease a claim is left to its host (whose watchdogd stops the handler) before it is recovered and given to another (0: none)"},
 	}, func(c *cli.Context) error { return run(c, stdout) })
 	app.Writer, app.ErrWriter = stdout, stderr
 	daemon.SetValidator(app, validate)
@@ -42,6 +43,9 @@ func run(c *cli.Context, stdout io.Writer) error {
 	cfg := watchdog.Config{
 		Interval: c.Duration("interval"), CrashThreshold: c.Duration("crash-threshold"),
 		LockGrace: c.Duration("lock-grace"), Rescan: c.Duration("rescan"), NoNotify: c.Bool("no-notify"),
+	}
+	if daemon.StoreURL(c) != "" {
+		return runShared(c, stdout)
 	}
 	if daemon.CheckOnly(c) {
 		if err := daemon.CheckSpool(c.String("spool")); err != nil {
@@ -83,5 +87,6 @@ func validate(c *cli.Context) error {
 		daemon.Positive(c, "crash-threshold"),
 		daemon.Positive(c, "lock-grace"),
 		daemon.Positive(c, "rescan"),
+		daemon.NotNegative(c, "lease-grace"),
 	)
 }

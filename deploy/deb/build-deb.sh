@@ -116,6 +116,7 @@ for f in managerd.env watchdogd.env agentd-w1.env; do
 	inst 0644 "$repo/deploy/env/$f" "$doc/examples/$f"
 done
 inst 0644 "$repo/deploy/systemd/metrics-dropin.conf" "$doc/examples/metrics-dropin.conf"
+inst 0644 "$repo/deploy/systemd/postgres-dropin.conf" "$doc/examples/postgres-dropin.conf"
 inst 0644 "$here/farro-textfile.service" "$doc/examples/farro-textfile.service"
 inst 0644 "$here/farro-textfile.timer" "$doc/examples/farro-textfile.timer"
 # The Go modules compiled in, for their licences.

@@ -21,6 +21,7 @@ import (
 	"github.com/farro-dev/farro/internal/tally"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // Config configures an Agent.
@@ -31,7 +32,7 @@ type Config struct {
 	Concurrency  int                // worker slots (default 1)
 	Timeout      time.Duration      // per job; 0 = none
 	Heartbeat    time.Duration      // default 2s
-	ControlPoll  time.Duration      // default 200ms
+	ControlPoll  time.Duration      // default 200ms (1s with a Store)
 	DrainTimeout time.Duration      // default 30s
 	Rescan       time.Duration      // default 10s
 	NoNotify     bool               // no fsnotify: rescans only
@@ -44,6 +45,17 @@ type Config struct {
 	// the handlers of other kinds are dropped, and a kind of the list
 	// without a handler makes New fail with a *ConfigError.
 	Kinds []string
+	// Store, when set, is where the jobs are (PostgreSQL: one queue for
+	// agents on several hosts) instead of Spool, which is then nil; see
+	// store.go. Local is this host's local directory (the handler
+	// records, internal/localrun); Lease each claim's lease (default
+	// DefaultLease); StorePoll the longest wait between two claims when
+	// the queue looked empty (default 1s; a store that notifies wakes
+	// the slots sooner).
+	Store     store.Store
+	Local     string
+	Lease     time.Duration
+	StorePoll time.Duration
 	// PauseRescan is the longest time between two listings of paused/
 	// (queue-wide pauses of a kind); default 500ms. inotify events on
 	// paused/ are acted on at once.
@@ -122,6 +134,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ControlPoll <= 0 {
 		cfg.ControlPoll = 200 * time.Millisecond
+		if cfg.Store != nil {
+			// A query per running job each time: a database shared by
+			// many agents is asked five times less.
+			cfg.ControlPoll = time.Second
+		}
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
@@ -131,6 +148,15 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.OutageBackoffMax < cfg.OutageBackoff {
 		cfg.OutageBackoffMax = max(defaultOutageBackoffMax, cfg.OutageBackoff)
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.StorePoll <= 0 {
+		cfg.StorePoll = defaultStorePoll
+	}
+	if (cfg.Store == nil) == (cfg.Spool == nil) {
+		return nil, errors.New("agent: one of Spool and Store, not both")
 	}
 	if cfg.PauseRescan <= 0 {
 		cfg.PauseRescan = defaultPauseRescan
@@ -164,7 +190,8 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// Ready is closed once the first scan of incoming/ is done.
+// Ready is closed once the first scan of incoming/ is done (on a Store:
+// once the first claim was tried).
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Busy is the number of jobs running now.
@@ -175,13 +202,18 @@ func (a *Agent) Busy() int { return int(a.busy.Load()) }
 // After a failed sync (fsq.ErrDurability) it stops at once and returns an
 // error wrapping it (see durability.go).
 func (a *Agent) Run(ctx context.Context) error {
-	if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
-		return err
+	if a.cfg.Store == nil {
+		if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
+			return err
+		}
 	}
 	tally.SetSlots(a.cfg.Concurrency)
 	a.out.bg, a.out.stopBg = context.WithCancel(context.Background())
 	defer a.out.wg.Wait()
 	defer a.out.stopBg()
+	if a.cfg.Store != nil {
+		return a.runSlots(ctx) // no index, no watch: the slots claim from the store
+	}
 	// The watch outlives ctx: released jobs are committed during the drain.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
@@ -194,7 +226,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	defer watch.Stop()
 	go a.consume(watchCtx, watch.Events)
+	return a.runSlots(ctx)
+}
 
+// runSlots runs the worker slots until ctx is done, then drains.
+func (a *Agent) runSlots(ctx context.Context) error {
 	// Jobs run under runCtx, which outlives ctx by the drain timeout.
 	runCtx, stopRuns := context.WithCancelCause(context.Background())
 	defer stopRuns(nil)
@@ -346,7 +382,7 @@ func (a *Agent) claimFailed(id string, err error) {
 
 // run executes one claimed job and hands its outcome to a commit that runs
 // behind the slot.
-func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
+func (a *Agent) run(runCtx context.Context, c attempt) {
 	runStart := time.Now()
 	env := c.Envelope()
 	j := env.Lifecycle
@@ -395,7 +431,7 @@ func (a *Agent) run(runCtx context.Context, c *job.Claimed) {
 }
 
 // commitBehind hands the outcome to a commit that runs behind the slot.
-func (a *Agent) commitBehind(c *job.Claimed, dir string, res Result, cause error, l logx.JobLogger, runStart time.Time) {
+func (a *Agent) commitBehind(c attempt, dir string, res Result, cause error, l logx.JobLogger, runStart time.Time) {
 	a.commitSem <- struct{}{}
 	a.commits.Add(1)
 	go func() {
@@ -409,7 +445,7 @@ func (a *Agent) commitBehind(c *job.Claimed, dir string, res Result, cause error
 // supervise heartbeats and polls for operator requests while the handler
 // runs; it stops the handler (through stop) when the job is taken away or
 // an operator asks.
-func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *job.Claimed, dir string, l zerolog.Logger) {
+func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c attempt, dir string, l zerolog.Logger) {
 	hb := time.NewTicker(a.cfg.Heartbeat)
 	defer hb.Stop()
 	poll := time.NewTicker(a.cfg.ControlPoll)
@@ -433,6 +469,11 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 			}
 		case <-poll.C:
 			ctl, err := c.PendingControl()
+			if err != nil && job.Superseded(err) {
+				l.Warn().Err(err).Msg("claim superseded: the job was taken away; stopping the handler")
+				stop(errLost)
+				return
+			}
 			if err != nil {
 				warned = a.badControl(dir, err, warned, l)
 				continue
@@ -447,7 +488,7 @@ func (a *Agent) supervise(ctx context.Context, stop context.CancelCauseFunc, c *
 }
 
 // commit records the outcome. Who stopped the handler decides the state.
-func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l logx.JobLogger) {
+func (a *Agent) commit(c attempt, dir string, res Result, cause error, l logx.JobLogger) {
 	var ctl controlCause
 	var to job.State
 	var reason string
@@ -537,7 +578,7 @@ func (a *Agent) commit(c *job.Claimed, dir string, res Result, cause error, l lo
 	}
 	tally.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
 	l.Transition(c.Envelope().Lifecycle, job.InProgress)
-	if j := c.Envelope().Lifecycle; j.Priority != 0 && j.Status.Terminal() {
+	if j := c.Envelope().Lifecycle; a.cfg.Spool != nil && j.Priority != 0 && j.Status.Terminal() {
 		// Its priority hint serves no more (a retry writes it again).
 		if err := a.cfg.Spool.DropHint(j.Priority, j.ID); err != nil {
 			l.Warn().Err(err).Msg("cannot remove the job's priority hint")

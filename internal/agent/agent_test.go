@@ -17,10 +17,17 @@ import (
 
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/logx/logxtest"
+	"github.com/farro-dev/farro/internal/testpg"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, then stops the private
+// PostgreSQL of the store tests (store_test.go), if they started it (the
+// goroutine that waits for it is its own, not a leak).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/farro-dev/farro/internal/testpg.startPostgres.func1"),
+		goleak.Cleanup(func(code int) { testpg.Stop(); os.Exit(code) }))
+}
 
 // testLog is an agent's logger at debug level into a buffer whose every
 // line is checked strictly (logxtest) when t ends: every line every test

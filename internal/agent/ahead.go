@@ -34,7 +34,7 @@ const shortRun = 2 * time.Millisecond
 
 // claimedJob is a job a slot claimed, and when.
 type claimedJob struct {
-	c  *job.Claimed
+	c  attempt
 	at time.Time
 }
 
@@ -62,6 +62,9 @@ func (r *runTimes) short() bool {
 // are short, up to aheadMax-1 more that are ready now, all at once. The
 // jobs come back in the index's order.
 func (a *Agent) claimBatch(ctx context.Context) []claimedJob {
+	if a.cfg.Store != nil {
+		return a.claimStore(ctx)
+	}
 	first, ok := a.idx.next(ctx)
 	if !ok {
 		return nil
@@ -126,7 +129,7 @@ func (a *Agent) keepFresh(cj claimedJob) bool {
 
 // releaseUnstarted gives back a job claimed ahead that the slot did not
 // start: queued again, no attempt counted.
-func (a *Agent) releaseUnstarted(c *job.Claimed) {
+func (a *Agent) releaseUnstarted(c attempt) {
 	j := c.Envelope().Lifecycle
 	l := logx.ForJob(a.log, j)
 	l.Transition(j, job.Queued) // it was claimed, as the release that follows says

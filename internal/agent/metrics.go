@@ -41,7 +41,7 @@ func claimFailure(err error) string {
 // runFinished records a run once its commit was attempted: the outcome is
 // the state committed, or lost when the job is still in-progress for us
 // (taken away by recovery, or a commit that failed and is left to it).
-func runFinished(c *job.Claimed, start time.Time) {
+func runFinished(c attempt, start time.Time) {
 	outcome := tally.OutcomeLost
 	switch c.Envelope().Lifecycle.Status {
 	case job.Succeeded:

@@ -121,6 +121,9 @@ func checkConfig(c *cli.Context) error {
 	if lvl := c.String(LogLevelFlag.Name); !slices.Contains(LogLevels, lvl) {
 		return Configf("%s: the log level must be one of %s", RefValue(c, LogLevelFlag.Name, fmt.Sprintf("%q", lvl)), strings.Join(LogLevels, ", "))
 	}
+	if err := checkStore(c); err != nil {
+		return err
+	}
 	if c.String(SpoolFlag.Name) == "" {
 		return Configf("%s must not be empty", Ref(c, SpoolFlag.Name))
 	}

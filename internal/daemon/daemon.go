@@ -145,7 +145,7 @@ var LogLevelFlag = &cli.StringFlag{
 }
 
 // App returns a cli.App with farro's conventions: version, the common flags
-// (--spool, --log-level, --metrics-addr, --metrics-allow-remote) followed
+// (--spool, --store, --log-level, --metrics-addr, --metrics-allow-remote) followed
 // by flags, and action run as the default command. With --metrics-addr the
 // metrics endpoint is up before action runs and closed after it returns.
 //
@@ -158,7 +158,7 @@ var LogLevelFlag = &cli.StringFlag{
 // refuses. Unknown FARRO_* variables are logged at warn level, one line
 // each. With --check-config (CheckOnly) the action checks and returns.
 func App(name, usage string, flags []cli.Flag, action cli.ActionFunc) *cli.App {
-	all := append([]cli.Flag{SpoolFlag, LogLevelFlag, MetricsAddrFlag, MetricsAllowRemoteFlag}, flags...)
+	all := append([]cli.Flag{SpoolFlag, StoreFlag, LogLevelFlag, MetricsAddrFlag, MetricsAllowRemoteFlag}, flags...)
 	all = append(all, CheckConfigFlag)
 	app := &cli.App{
 		Name: name, Usage: usage, Version: Version,

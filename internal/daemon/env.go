@@ -16,6 +16,7 @@ import (
 // is generated from its flags), so that it cannot drift.
 var FlagEnv = map[string][]string{
 	"FARRO_SPOOL":                {"agentd", "managerd", "watchdogd", "farroctl"},
+	"FARRO_STORE":                {"agentd", "managerd", "watchdogd"},
 	"FARRO_LOG_LEVEL":            {"agentd", "managerd", "watchdogd"},
 	"FARRO_METRICS_ADDR":         {"agentd", "managerd", "watchdogd"},
 	"FARRO_METRICS_ALLOW_REMOTE": {"agentd", "managerd", "watchdogd"},
@@ -30,6 +31,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_KILL_GRACE":           {"agentd"},
 	"FARRO_KINDS":                {"agentd"},
 	"FARRO_OUTPUT_MAX":           {"agentd"},
+	"FARRO_LEASE":                {"agentd"},
 	"FARRO_MAX_ATTEMPTS":         {"managerd"},
 	"FARRO_BACKOFF_BASE":         {"managerd"},
 	"FARRO_BACKOFF_MAX":          {"managerd"},
@@ -41,6 +43,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_INTERVAL":             {"watchdogd"},
 	"FARRO_CRASH_THRESHOLD":      {"watchdogd"},
 	"FARRO_LOCK_GRACE":           {"watchdogd"},
+	"FARRO_LEASE_GRACE":          {"watchdogd"},
 }
 
 // OtherEnv lists the FARRO_* names that are farro's without setting a

@@ -461,23 +461,8 @@ func (m *Manager) handleFailed(id string) error {
 	if err != nil || j == nil {
 		return err
 	}
-	to, reason := m.failedPlan(j)
-	var delay time.Duration
-	if to == job.Deferred {
-		max := j.EffectiveMaxAttempts(m.cfg.MaxAttempts)
-		delay = backoff(m.cfg.BackoffBase, m.cfg.BackoffMax, j.Attempts, m.cfg.Rand)
-		reason = retryReason(j, max, delay)
-	}
-	nj, err := m.spool.Move(id, job.Failed, to, Actor, reason, func(nj *job.Job) error {
-		if got, _ := m.failedPlan(nj); got != to || nj.Attempts != j.Attempts {
-			return errChanged
-		}
-		if to == job.Deferred {
-			nb := time.Now().UTC().Add(delay)
-			nj.NotBefore = &nb
-		}
-		return nil
-	})
+	to, reason, mutate := m.failedStep(j)
+	nj, err := m.spool.Move(id, job.Failed, to, Actor, reason, mutate)
 	if err != nil {
 		return err
 	}
@@ -498,16 +483,8 @@ func (m *Manager) handleStale(id string) error {
 	if err != nil || j == nil {
 		return err
 	}
-	to, reason := m.stalePlan(j)
-	nj, err := m.spool.Move(id, job.Stale, to, Actor, reason, func(nj *job.Job) error {
-		if got, _ := m.stalePlan(nj); got != to || nj.Attempts != j.Attempts {
-			return errChanged
-		}
-		if j.Reason != "" {
-			nj.Error = j.Reason // the crash cause, e.g. "owner died: pid gone (...)"
-		}
-		return nil
-	})
+	to, reason, mutate := m.staleStep(j)
+	nj, err := m.spool.Move(id, job.Stale, to, Actor, reason, mutate)
 	if err != nil {
 		return err
 	}

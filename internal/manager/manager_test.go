@@ -16,11 +16,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/farro-dev/farro/internal/logx"
+	"github.com/farro-dev/farro/internal/testpg"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, then stops the private
+// PostgreSQL of the shared-store tests (shared_test.go), if they started
+// it (the goroutine that waits for it is its own, not a leak).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/farro-dev/farro/internal/testpg.startPostgres.func1"),
+		goleak.Cleanup(func(code int) { testpg.Stop(); os.Exit(code) }))
+}
 
 type syncBuffer = logxtest.Buffer
 

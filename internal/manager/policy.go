@@ -106,3 +106,42 @@ func oneLine(s string, n int) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// failedStep is the policy's move of failed job j, as read before the
+// move: its target and reason, and the check and edit the move makes of
+// the job as it is then (errChanged when the plan no longer holds; a
+// retry's not_before).
+func (m *Manager) failedStep(j *job.Job) (job.State, string, func(*job.Job) error) {
+	to, reason := m.failedPlan(j)
+	var delay time.Duration
+	if to == job.Deferred {
+		max := j.EffectiveMaxAttempts(m.cfg.MaxAttempts)
+		delay = backoff(m.cfg.BackoffBase, m.cfg.BackoffMax, j.Attempts, m.cfg.Rand)
+		reason = retryReason(j, max, delay)
+	}
+	return to, reason, func(nj *job.Job) error {
+		if got, _ := m.failedPlan(nj); got != to || nj.Attempts != j.Attempts {
+			return errChanged
+		}
+		if to == job.Deferred {
+			nb := time.Now().UTC().Add(delay)
+			nj.NotBefore = &nb
+		}
+		return nil
+	}
+}
+
+// staleStep is failedStep for stale job j: the crash cause goes to the
+// job's error.
+func (m *Manager) staleStep(j *job.Job) (job.State, string, func(*job.Job) error) {
+	to, reason := m.stalePlan(j)
+	return to, reason, func(nj *job.Job) error {
+		if got, _ := m.stalePlan(nj); got != to || nj.Attempts != j.Attempts {
+			return errChanged
+		}
+		if j.Reason != "" {
+			nj.Error = j.Reason // the crash cause, e.g. "owner died: pid gone (...)"
+		}
+		return nil
+	}
+}

@@ -240,11 +240,18 @@ func Start(t testing.TB) string {
 // server Start started, if any, and removes its directory.
 func Main(m *testing.M) {
 	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the server Start started, if any, and removes its
+// directory: Main's end, for a TestMain that runs the tests otherwise
+// (goleak.VerifyTestMain, with Stop in its cleanup).
+func Stop() {
 	if shared != nil {
 		shared.Stop()
 		_ = os.RemoveAll(tempDir)
 	}
-	os.Exit(code)
 }
 
 // NewDatabase creates a fresh, empty database on the server at serverURL

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/logx/logxtest"
+	"github.com/farro-dev/farro/internal/testpg"
 
 	"go.uber.org/goleak"
 
@@ -22,7 +23,13 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, then stops the private
+// PostgreSQL of the shared-store tests (shared_test.go), if they started
+// it (the goroutine that waits for it is its own, not a leak).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/farro-dev/farro/internal/testpg.startPostgres.func1"),
+		goleak.Cleanup(func(code int) { testpg.Stop(); os.Exit(code) }))
+}
 
 type syncBuffer = logxtest.Buffer
 

@@ -1,0 +1,22 @@
+package agent
+
+import (
+	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/pkg/job"
+)
+
+// attempt is one claimed job as the slots run it: what run, supervise and
+// commit need of a claim, whatever keeps the job. A spool's *job.Claimed
+// is one as it is; a store's claim (PostgreSQL) is one through
+// storeAttempt (store.go).
+type attempt interface {
+	Envelope() job.Envelope
+	Heartbeat() error
+	PendingControl() (*job.Control, error)
+	DropControl() error
+	RecordHandler(id proc.Identity) error
+	Fence() error
+	Commit(to job.State, reason string, mutate func(*job.Job)) error
+}
+
+var _ attempt = (*job.Claimed)(nil)

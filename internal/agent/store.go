@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/farro-dev/farro/internal/localrun"
+	"github.com/farro-dev/farro/internal/proc"
+	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+)
+
+// Running on a store (Config.Store: PostgreSQL, one queue for agents on
+// several hosts). The slots are the spool's (slot, run, supervise,
+// commit): only where a batch of claims comes from differs (claimStore
+// instead of the index and the spool's locks), and each claim is an
+// attempt through storeAttempt. A slot claims one job, or while the
+// handlers run briefly (runTimes.short) up to aheadMax at once, of the
+// kinds it can run now (a handler, no outage); when there is none it
+// waits for a notification of a queued job (the store's WaitQueued, when
+// it has one) or for StorePoll, whichever is first, and claims again.
+
+// Store defaults (Config.Lease, Config.StorePoll).
+const (
+	DefaultLease     = 30 * time.Second
+	defaultStorePoll = time.Second
+	// storeCallMax bounds one call to the store (a heartbeat, a
+	// commit): a database that does not answer is an error, retried.
+	storeCallMax = 10 * time.Second
+)
+
+// queueWaiter is what a store may offer for pickup (pgstore's
+// LISTEN/NOTIFY).
+type queueWaiter interface {
+	WaitQueued(ctx context.Context, timeout time.Duration) (bool, error)
+}
+
+// claimStore is claimBatch on a store: it waits for at least one claim,
+// or for ctx's end (nil).
+func (a *Agent) claimStore(ctx context.Context) []claimedJob {
+	backoff := a.cfg.StorePoll
+	for ctx.Err() == nil {
+		max := 1
+		if a.runs.short() {
+			max = aheadMax
+		}
+		var cs []store.Claim
+		var err error
+		if kinds := a.runnableKinds(); len(kinds) > 0 {
+			cs, err = a.cfg.Store.Claim(ctx, a.holder, store.ClaimOptions{Max: max, Kinds: kinds, Lease: a.cfg.Lease})
+		}
+		a.rdOnce.Do(func() { close(a.ready) })
+		var out []claimedJob
+		for _, c := range cs {
+			if at := a.prepare(c); at != nil {
+				out = append(out, claimedJob{c: at, at: time.Now()})
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.log.Error().Err(err).Dur("retry_in_ms", backoff).Msg("claim failed; retrying")
+			a.sleep(ctx, backoff)
+			backoff = min(2*backoff, 30*time.Second)
+		case err == nil:
+			backoff = a.cfg.StorePoll
+			if w, ok := a.cfg.Store.(queueWaiter); ok {
+				_, _ = w.WaitQueued(ctx, a.cfg.StorePoll)
+			} else {
+				a.sleep(ctx, a.cfg.StorePoll)
+			}
+		}
+	}
+	return nil
+}
+
+func (a *Agent) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// runnableKinds are the kinds a store claim may take now.
+func (a *Agent) runnableKinds() []string {
+	var out []string
+	for _, k := range a.Kinds() {
+		if a.runnable(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// prepare makes a store's claim an attempt: its prompt goes into its
+// working directory as prompt.json (where a handler reads it, as in a
+// spool's job directory). A claim that cannot run here (no working
+// directory, a full disk) is released at once, its attempt not counted.
+func (a *Agent) prepare(c store.Claim) attempt {
+	at := &storeAttempt{c: c, prompt: c.Prompt(), local: a.cfg.Local, agent: a.cfg.ID, lease: a.cfg.Lease, renewed: time.Now()}
+	err := fmt.Errorf("no working directory for the attempt on this host")
+	if c.Dir() != "" {
+		err = localrun.WriteFile(filepath.Join(c.Dir(), job.PromptFile), at.prompt)
+	}
+	if err == nil {
+		return at
+	}
+	l := a.log.With().Str("job_id", c.Job().ID).Logger()
+	l.Error().Err(err).Msg("claimed job cannot run on this host: released")
+	ctx, cancel := context.WithTimeout(context.Background(), storeCallMax)
+	defer cancel()
+	if rerr := c.Commit(ctx, job.Queued, "released: "+firstLine(err.Error(), 200), func(j *job.Job) {
+		j.Attempts--
+		j.Agent, j.StartedAt, j.LastHeartbeat, j.ExitCode = "", nil, nil, nil
+	}); rerr != nil {
+		l.Error().Err(rerr).Msg("release failed: the job returns to the queue when its lease expires")
+	}
+	return nil
+}
+
+// storeAttempt is a store's claim as an attempt. Each call to the store
+// gets storeCallMax. A lease it could not renew for a whole lease
+// period counts as lost: the handler is stopped and nothing is written,
+// for by then recovery may have given the job to another host.
+type storeAttempt struct {
+	c      store.Claim
+	prompt json.RawMessage
+	local  string // the host's local directory: the handler records
+	agent  string
+	lease  time.Duration
+
+	mu      sync.Mutex
+	renewed time.Time // the last successful renewal (or the claim)
+	handler bool      // a handler record was written
+}
+
+func call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeCallMax)
+}
+
+func (s *storeAttempt) Envelope() job.Envelope {
+	return job.Envelope{Prompt: s.prompt, Lifecycle: s.c.Job(), Runtime: job.Runtime{Dir: s.c.Dir()}}
+}
+
+func (s *storeAttempt) Heartbeat() error {
+	ctx, cancel := call()
+	defer cancel()
+	err := s.c.Heartbeat(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.renewed = time.Now()
+		return nil
+	}
+	if !store.Lost(err) && time.Since(s.renewed) >= s.lease {
+		return fmt.Errorf("lease not renewed for %s (%v): %w", s.lease, err, job.ErrFenced)
+	}
+	return err
+}
+
+func (s *storeAttempt) PendingControl() (*job.Control, error) {
+	ctx, cancel := call()
+	defer cancel()
+	return s.c.PendingControl(ctx)
+}
+
+// DropControl does nothing: the commit that follows fulfils the request
+// and drops it in the same transaction.
+func (s *storeAttempt) DropControl() error { return nil }
+
+// RecordHandler records the handler on this host first (for this host's
+// watchdogd, which can stop it), then in the store.
+func (s *storeAttempt) RecordHandler(id proc.Identity) error {
+	j := s.c.Job()
+	if s.local != "" {
+		err := localrun.Write(s.local, localrun.Record{JobID: j.ID, Agent: s.agent, ClaimToken: s.c.Token(),
+			Attempt: j.Attempts, LeaseMS: s.lease.Milliseconds(), Handler: id, Started: time.Now().UTC()})
+		if err != nil {
+			return fmt.Errorf("handler record: %w", err)
+		}
+		s.mu.Lock()
+		s.handler = true
+		s.mu.Unlock()
+	}
+	ctx, cancel := call()
+	defer cancel()
+	return s.c.RecordHandler(ctx, id)
+}
+
+func (s *storeAttempt) Fence() error {
+	ctx, cancel := call()
+	defer cancel()
+	return s.c.Fence(ctx)
+}
+
+// Commit ends the attempt. The handler has exited by then: its record on
+// this host goes first.
+func (s *storeAttempt) Commit(to job.State, reason string, mutate func(*job.Job)) error {
+	s.mu.Lock()
+	rec := s.handler
+	s.handler = false
+	s.mu.Unlock()
+	if rec {
+		_ = localrun.Remove(s.local, s.agent, s.c.Job().ID) // left behind: watchdogd removes it
+	}
+	ctx, cancel := call()
+	defer cancel()
+	return s.c.Commit(ctx, to, reason, mutate)
+}
