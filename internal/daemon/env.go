@@ -16,7 +16,7 @@ import (
 // is generated from its flags), so that it cannot drift.
 var FlagEnv = map[string][]string{
 	"FARRO_SPOOL":                {"agentd", "managerd", "watchdogd", "farroctl"},
-	"FARRO_STORE":                {"agentd", "managerd", "watchdogd"},
+	"FARRO_STORE":                {"agentd", "managerd", "watchdogd", "farroctl"},
 	"FARRO_LOG_LEVEL":            {"agentd", "managerd", "watchdogd"},
 	"FARRO_METRICS_ADDR":         {"agentd", "managerd", "watchdogd"},
 	"FARRO_METRICS_ALLOW_REMOTE": {"agentd", "managerd", "watchdogd"},
