@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -38,3 +39,8 @@ const (
 	// ImportSame: the job was there already, with the same content.
 	ImportSame
 )
+
+// ErrImportRefused: Import refused the record itself (an unknown or
+// in-progress state, an invalid ID, kind or prompt, another schema
+// version); nothing was written.
+var ErrImportRefused = errors.New("refused")

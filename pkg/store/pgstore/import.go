@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -71,18 +70,18 @@ func (s *Store) Import(ctx context.Context, rec store.ImportRecord) (store.Impor
 // to the microsecond.
 func checkImport(rec store.ImportRecord) (*job.Job, []job.Event, error) {
 	if rec.Job == nil {
-		return nil, nil, errors.New("import: no job")
+		return nil, nil, fmt.Errorf("import: %w: no job", store.ErrImportRefused)
 	}
 	j := rec.Job.Clone()
 	fail := func(format string, args ...any) (*job.Job, []job.Event, error) {
-		return nil, nil, fmt.Errorf("import %s: %s", j.ID, fmt.Sprintf(format, args...))
+		return nil, nil, fmt.Errorf("import %s: %w: %s", j.ID, store.ErrImportRefused, fmt.Sprintf(format, args...))
 	}
 	if err := job.ValidateID(j.ID); err != nil {
-		return nil, nil, fmt.Errorf("import: %w", err)
+		return nil, nil, fmt.Errorf("import: %w: %w", store.ErrImportRefused, err)
 	}
 	switch {
 	case j.SchemaVersion != job.SchemaVersion:
-		return nil, nil, fmt.Errorf("import %s: %w: %q (this build understands %q)", j.ID, job.ErrSchema, j.SchemaVersion, job.SchemaVersion)
+		return nil, nil, fmt.Errorf("import %s: %w: %w: %q (this build understands %q)", j.ID, store.ErrImportRefused, job.ErrSchema, j.SchemaVersion, job.SchemaVersion)
 	case !j.Status.Valid():
 		return fail("unknown state %q", j.Status)
 	case j.Status == job.InProgress:

@@ -82,13 +82,13 @@ func TestImport(t *testing.T) {
 
 	for _, bad := range []job.State{job.InProgress, "running", ""} {
 		rec := importRec("imp-bad", bad)
-		if _, err := s.Import(ctx, rec); err == nil {
-			t.Errorf("state %q imported", bad)
+		if _, err := s.Import(ctx, rec); !errors.Is(err, store.ErrImportRefused) {
+			t.Errorf("state %q: %v", bad, err)
 		}
 	}
 	rec := importRec("imp-bad", job.Queued)
 	rec.Prompt = []byte("{")
-	if _, err := s.Import(ctx, rec); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+	if _, err := s.Import(ctx, rec); !errors.Is(err, store.ErrImportRefused) || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Errorf("bad prompt: %v", err)
 	}
 	if _, err := s.Get(ctx, "imp-bad"); !errors.Is(err, job.ErrNotFound) {
