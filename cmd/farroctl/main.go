@@ -250,6 +250,7 @@ Exit 0 when clean or when every finding was repaired, else 1.`,
 	app.Commands = append(app.Commands, pauseCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, serveCommands(c, usageErr)...)
 	app.Commands = append(app.Commands, migrateCommands(c, usageErr)...)
+	app.Commands = append(app.Commands, movingCommands(c, usageErr)...)
 	storeAnywhere(app.Commands, false, false)
 	daemon.SpoolAnywhere(app.Commands)
 	daemon.SetMan(app, manPage())

@@ -80,7 +80,7 @@ func manPage() *daemon.ManPage {
 			{Tag: "q, Q, Ctrl-C (SIGINT), SIGTERM", Text: "quit farroctl top's live view; the terminal is restored"},
 			{Tag: "SIGINT, SIGTERM", Text: "end any other command at once (the default action; farroctl serve first finishes the requests under way, for at most 5 s). A job changes state by one atomic rename, so it is never half-moved; a job lock left by an interrupted action is recovered by watchdogd, a half-built submission in tmp/ is swept by managerd"},
 		},
-		EnvNote: "Without --spool and FARRO_SPOOL, farroctl takes FARRO_SPOOL from " + envFile + " (a packaged build), else uses " + daemon.DefaultSpool + ". With --store postgres://USER@HOST:PORT/DB (else FARRO_STORE), submit, ls, show, stats, history, migrate and the job actions work on that PostgreSQL database instead; every other command refuses it (exit 2).",
+		EnvNote: "Without --spool and FARRO_SPOOL, farroctl takes FARRO_SPOOL from " + envFile + " (a packaged build), else uses " + daemon.DefaultSpool + ". With --store postgres://USER@HOST:PORT/DB (else FARRO_STORE), submit, ls, show, stats, history, migrate, import and the job actions work on that PostgreSQL database instead; every other command refuses it (exit 2).",
 		Files: []daemon.ManEntry{
 			{Tag: daemon.DefaultSpool, Text: "the spool, --spool's default; its layout is described in " + daemon.DocPath("spool/README.md")},
 			{Tag: daemon.DefaultSpool + "/events/*.jsonl", Text: "the spool-wide event stream, a segment per UTC hour: farroctl's actions append their audit line to it; farroctl events reads it"},

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -57,8 +59,8 @@ func (r *ExportRecord) promptBytes() ([]byte, error) {
 
 // ExportOptions are export's flags.
 type ExportOptions struct {
-	States []job.State // empty: every state
-	Output string      // a file, or "" or "-" for stdout
+	States []string // state names (or directories), comma-separated or repeated; empty: every state
+	Output string   // a file, or "" or "-" for stdout
 }
 
 // Export writes every job of the spool (of o.States) as JSON Lines, one
@@ -67,11 +69,26 @@ type ExportOptions struct {
 // directory fsynced). A job that cannot be read is reported on one line
 // and left out, the others exported, and the exit status is 1.
 func (c *Ctl) Export(o ExportOptions) error {
+	var states []job.State
+	for _, name := range o.States {
+		for _, part := range strings.Split(name, ",") {
+			st, ok := ParseState(part)
+			if !ok {
+				return Usagef("unknown state %q (one of %s)", part, stateNames())
+			}
+			if !slices.Contains(states, st) {
+				states = append(states, st)
+			}
+		}
+	}
+	slices.SortFunc(states, func(a, b job.State) int { // the lifecycle's order
+		return slices.Index(job.States, a) - slices.Index(job.States, b)
+	})
 	s, err := c.existing()
 	if err != nil {
 		return err
 	}
-	entries, err := walk(s, o.States)
+	entries, err := walk(s, states)
 	if err != nil {
 		return err
 	}

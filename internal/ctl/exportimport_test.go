@@ -195,7 +195,13 @@ func evJSON(evs []job.Event) string {
 func TestExportStatesAndHostile(t *testing.T) {
 	t.Parallel()
 	e := allStates(t)
-	if err := e.ctl("").Export(ctl.ExportOptions{States: []job.State{job.Held, job.Killed}}); err != nil {
+	if err := e.ctl("").Export(ctl.ExportOptions{States: []string{"killed,held"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctl("").Export(ctl.ExportOptions{States: []string{"running"}}); ctl.ExitCode(err) != ctl.ExitUsage {
+		t.Errorf("export --state running: %v", err)
+	}
+	if err := e.ctl("").Export(ctl.ExportOptions{States: []string{"killed,held"}}); err != nil {
 		t.Fatal(err)
 	}
 	ls := lines(e.stdout.String())

@@ -51,7 +51,7 @@ func (c *Ctl) Import(in string) error {
 	st, err := pgstore.Open(octx, c.Store)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%s: %s", storeName(c.Store), oneLine(err.Error()))
+		return fmt.Errorf("import: %s: %s", storeName(c.Store), oneLine(err.Error()))
 	}
 	defer st.Close()
 	var s ImportStats

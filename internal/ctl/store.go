@@ -19,7 +19,7 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove)}
 
 // storeEquivalents name what to run on a database instead of a
@@ -32,6 +32,7 @@ var storeEquivalents = map[string]string{
 	"agents": "none yet",
 	"events": "none yet (farroctl history ID gives one job's transitions)",
 	"logs":   "none yet",
+	"export": "none: export reads a spool (give --spool, without --store), and farroctl import --store URL FILE moves it into the database",
 }
 
 // SpoolOnly is the usage error of a command that does not work on a
