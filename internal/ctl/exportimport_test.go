@@ -307,7 +307,7 @@ func TestImportCorruptLines(t *testing.T) {
 	}
 	got := lines(stderr)
 	want := []string{"farroctl: import: line 2: not a line of farroctl export", "farroctl: import: line 4: export format 2, this build reads 1",
-		`farroctl: import: line 6: import held1: refused: unknown state "paused"`}
+		`farroctl: import: line 6: held1: refused: unknown state "paused"`}
 	if len(got) != len(want) {
 		t.Fatalf("stderr %q", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store"
@@ -105,10 +106,10 @@ func (c *Ctl) importLines(st store.Importer, r io.Reader, s *ImportStats) error 
 		cancel()
 		switch {
 		case errors.Is(err, store.ErrImportRefused):
-			c.warnf("import: line %d: %s", n, oneLine(err.Error()))
+			c.warnf("import: line %d: %s: %s", n, rec.ID, jobErr(err, rec.ID))
 			s.Bad++
 		case errors.Is(err, job.ErrDuplicate):
-			c.warnf("import: line %d: %s: conflict: %s; left as it is", n, rec.ID, oneLine(err.Error()))
+			c.warnf("import: line %d: %s: conflict: %s; left as it is", n, rec.ID, jobErr(err, rec.ID))
 			s.Conflicts++
 		case err != nil:
 			return fmt.Errorf("import: line %d: %s (the lines before it are imported; run the same import again to finish)", n, oneLine(err.Error()))
@@ -122,6 +123,16 @@ func (c *Ctl) importLines(st store.Importer, r io.Reader, s *ImportStats) error 
 			}
 		}
 	}
+}
+
+// jobErr is err of job id on one line, without the id the line names
+// already.
+func jobErr(err error, id string) string {
+	msg := oneLine(err.Error())
+	for _, p := range []string{"import " + id + ": ", "import: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
 
 // parseExportLine decodes one line of an export.
