@@ -20,9 +20,9 @@ spool's directories, locks or control files. A job that is running
 (in-progress) is written as it is, with its claim, and marked "running": import
 makes it stale. With -o FILE the file is written whole or not at all (a temp
 file beside it, fsynced, then renamed); else stdout. A job that cannot be read
-(a symlink or file where a job must be, an unreadable job.json or prompt.json,
-unreadable history lines) is reported on one line and left out, the others
-are written, and the exit status is 1. Export a drained spool (stop submits,
+(a symlink or file where a job must be, an unreadable job.json or prompt.json)
+is reported on one line and left out, the others are written, and the exit
+status is 1; unreadable lines of a history are left out of it, with a warning. Export a drained spool (stop submits,
 pause the kinds or stop agentd with --drain): what changes meanwhile is not
 followed.`,
 		OnUsageError: usageErr,

@@ -47,6 +47,8 @@ type ExportRecord struct {
 	// import makes it stale.
 	Running    bool      `json:"running,omitempty"`
 	ExportedAt time.Time `json:"exported_at"`
+
+	unreadableEvents int // lines of events.jsonl that could not be read (a torn last line)
 }
 
 // promptBytes is the record's prompt as stored.
@@ -119,6 +121,11 @@ func (c *Ctl) Export(o ExportOptions) error {
 			continue
 		}
 		seen[rec.ID] = true
+		if rec.unreadableEvents > 0 {
+			// A torn last line (a crash mid-append): the state is
+			// job.json's; the readable transitions are exported.
+			c.warnf("export: %s: %d unreadable line(s) of %s left out of its history", rec.ID, rec.unreadableEvents, job.EventsFile)
+		}
 		line.Reset()
 		if err := enc.Encode(rec); err != nil {
 			return fmt.Errorf("export: %s: %w", rec.ID, err)
@@ -177,10 +184,8 @@ func exportJob(s *job.Spool, e entry, at time.Time) (*ExportRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if badEvents > 0 {
-		return nil, fmt.Errorf("%d unreadable line(s) in %s (farroctl history %s)", badEvents, job.EventsFile, j.ID)
-	}
-	rec := &ExportRecord{Format: ExportFormat, Job: j, History: evs, Running: j.Status == job.InProgress, ExportedAt: at}
+	rec := &ExportRecord{Format: ExportFormat, Job: j, History: evs, Running: j.Status == job.InProgress,
+		ExportedAt: at, unreadableEvents: badEvents}
 	if rec.History == nil {
 		rec.History = []job.Event{}
 	}

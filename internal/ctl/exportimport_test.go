@@ -218,15 +218,28 @@ func TestExportStatesAndHostile(t *testing.T) {
 	if err := syscall.Mkfifo(prompt, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := e.ctl("").Export(ctl.ExportOptions{})
+	// A torn last line of a history (a crash mid-append): the job is
+	// exported with the readable lines, and the operator told.
+	events := filepath.Join(e.where("killed1").Dir, job.EventsFile)
+	f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"time":"2026-`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	err = e.ctl("").Export(ctl.ExportOptions{})
 	if ctl.ExitCode(err) != ctl.ExitFail || !ctl.IsSilent(err) {
 		t.Fatalf("export of a spool with hostile entries: %v", err)
 	}
-	if n := len(lines(e.stdout.String())); n != 8 {
-		t.Errorf("%d jobs exported, want 8", n)
+	out := lines(e.stdout.String())
+	if len(out) != 8 || !strings.Contains(out[7], `"id":"killed1"`) || !strings.Contains(out[7], `"to":"killed"`) {
+		t.Errorf("exported %q", out)
 	}
 	errs := lines(e.stderr.String())
-	if len(errs) != 3 || !strings.Contains(errs[0], "planted: not a job directory") || !strings.Contains(errs[1], "held1: ") {
+	if len(errs) != 4 || !strings.Contains(errs[0], "planted: not a job directory") || !strings.Contains(errs[1], "held1: ") ||
+		!strings.Contains(errs[2], "killed1: 1 unreadable line(s) of events.jsonl left out of its history") {
 		t.Errorf("stderr %q", errs)
 	}
 }
@@ -348,12 +361,18 @@ func TestImportHugeLine(t *testing.T) {
 	}
 }
 
-// import needs a database: on a spool it is a usage error.
+// import needs a database: on a spool it is a usage error; a directory
+// is not its input.
 func TestImportNeedsStore(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	err := e.ctl("").Import("-")
 	if ctl.ExitCode(err) != ctl.ExitUsage || !strings.Contains(err.Error(), "--store postgres://") {
 		t.Fatalf("import on a spool: %v", err)
+	}
+	b := pgBackend(t)
+	dir := t.TempDir()
+	if err, out, _ := importFile(b, dir); ctl.ExitCode(err) != ctl.ExitFail || !strings.Contains(err.Error(), dir+" is a directory") || out != "" {
+		t.Fatalf("import of a directory: %v %q", err, out)
 	}
 }

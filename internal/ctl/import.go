@@ -46,6 +46,9 @@ func (c *Ctl) Import(in string) error {
 			return fmt.Errorf("import: %w", err)
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return fmt.Errorf("import: %s is a directory (give the file farroctl export wrote)", in)
+		}
 		r = f
 	}
 	octx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
