@@ -3,6 +3,7 @@ package ctl_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -374,5 +375,40 @@ func TestImportNeedsStore(t *testing.T) {
 	dir := t.TempDir()
 	if err, out, _ := importFile(b, dir); ctl.ExitCode(err) != ctl.ExitFail || !strings.Contains(err.Error(), dir+" is a directory") || out != "" {
 		t.Fatalf("import of a directory: %v %q", err, out)
+	}
+}
+
+// Two imports of the same file at once: each job is inserted once, the
+// other import finds it there; neither reports a conflict.
+func TestImportTwoAtOnce(t *testing.T) {
+	t.Parallel()
+	e := allStates(t)
+	file := e.export(t)
+	b := pgBackend(t)
+	type result struct {
+		err error
+		out string
+	}
+	done := make(chan result, 2)
+	for range 2 {
+		go func() {
+			err, out, _ := importFile(b, file)
+			done <- result{err, out}
+		}()
+	}
+	imported, same := 0, 0
+	for range 2 {
+		r := <-done
+		var i, s, c, bad int
+		if _, err := fmt.Sscanf(r.out[strings.LastIndex(r.out, "imported "):], "imported %d, already there %d, conflicts %d, refused lines %d", &i, &s, &c, &bad); err != nil || r.err != nil || c+bad != 0 {
+			t.Fatalf("import: %v %q (%v)", r.err, r.out, err)
+		}
+		imported, same = imported+i, same+s
+	}
+	if imported != 9 || same != 9 {
+		t.Errorf("imported %d and found %d there, want 9 and 9", imported, same)
+	}
+	if h, err := b.st.History(storeCtx(t), "failed1"); err != nil || len(h) != 3 {
+		t.Errorf("failed1's history, imported twice at once: %+v %v", h, err)
 	}
 }
