@@ -167,4 +167,9 @@ func TestExportImportWiring(t *testing.T) {
 	if fi, err := os.Stat(out); err != nil || fi.Size() != 0 {
 		t.Errorf("export of an empty spool to a file: %v", err)
 	}
+	// With FARRO_STORE naming a database, --store SPOOL_DIR exports the spool.
+	t.Setenv("FARRO_STORE", db)
+	if code, stdout, stderr := farroctlIn("", "export", "--store", spool); code != 0 || stdout != "" || stderr != "" {
+		t.Errorf("export --store DIR over FARRO_STORE: exit %d, %q %q", code, stdout, stderr)
+	}
 }

@@ -32,7 +32,7 @@ var storeEquivalents = map[string]string{
 	"agents": "none yet",
 	"events": "none yet (farroctl history ID gives one job's transitions)",
 	"logs":   "none yet",
-	"export": "none: export reads a spool (give --spool, without --store), and farroctl import --store URL FILE moves it into the database",
+	"export": "none: export reads a spool (--store SPOOL_DIR, or --spool with FARRO_STORE unset), and farroctl import --store URL FILE moves it into the database",
 }
 
 // SpoolOnly is the usage error of a command that does not work on a
