@@ -49,9 +49,9 @@ the same ID and other content is a conflict, reported with its line and left
 as it is. A job that was running on the spool is imported as stale (its claim
 stays with its agent on the old spool; managerd requeues it), and each is
 named on stdout. A corrupt line, a line of another format version, a job the
-database refuses (an unknown state) or a line longer than the limit (refused
-without being read whole) is reported on one line with its number; the rest
-is imported. Prints what it did; exit 1 after conflicts or refused lines. A
+database refuses (an unknown state) or a line longer than the limit (skipped
+without being kept in memory) is reported on one line with its number; the
+rest is imported. Prints what it did; exit 1 after conflicts or refused lines. A
 failure of the database stops it (run it again).`,
 		OnUsageError: usageErr,
 		Action: func(cc *cli.Context) error {
