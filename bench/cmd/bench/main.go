@@ -56,10 +56,11 @@ type config struct {
 	scaleBurn  int
 	journalGiB int
 	parts      map[string]bool // empty: all
+	pg         *pgConfig       // farro on PostgreSQL (pg.go); shared by the columns
 }
 
 // allParts are the figures -only may choose from.
-var allParts = []string{"throughput", "exec", "insert", "pickup", "recovery", "steps", "scale"}
+var allParts = []string{"throughput", "exec", "insert", "pickup", "recovery", "steps", "scale", "pgclaim"}
 
 func (c config) want(part string) bool { return len(c.parts) == 0 || c.parts[part] }
 
@@ -77,6 +78,8 @@ func parseFlags() config {
 	flag.BoolVar(&c.keep, "keep", false, "keep the work directory (spools, logs) at the end")
 	probes := flag.Int("probes", 0, "pickup probes per system (default: 50 full, 10 smoke)")
 	kills := flag.Int("kills", 0, "agent SIGKILLs for the recovery figure (default: 20 full, 2 smoke)")
+	withPG := flag.String("pg", "", "measure farro on PostgreSQL (the daemons with --store on the benchmark's PostgreSQL): yes|no (default: yes)")
+	pgDepths := flag.String("pg-depths", "", "queued rows of the PostgreSQL claim-cost figure, comma-separated (default: 1000,1000000 full; 1000,10000 smoke)")
 	only := flag.String("only", "", "measure only these figures, comma-separated: "+strings.Join(allParts, ","))
 	flag.Parse()
 	if *only != "" {
@@ -141,6 +144,7 @@ func parseFlags() config {
 		c.floorMax = 2 * time.Second
 	}
 	c.claims = pick(0, 200, 30)
+	c.pg = parsePGFlags(full, *withPG, *pgDepths, yes)
 	c.scaleBurn = pick(0, 1000, 100)
 	c.journalGiB = 4
 	sizes := *scale
@@ -219,6 +223,11 @@ func run(cfg config) error {
 			return err
 		}
 	}
+	if cfg.pg.on && sys.PGBin() == "" {
+		// Smoke mode (and -peers no) installs nothing.
+		cfg.pg.skip = "postgresql is not installed (only a full run with peers installs it)"
+		r.Note("farro on PostgreSQL not measured: %s", cfg.pg.skip)
+	}
 
 	cols := []column{{key: "root", dir: filepath.Join(work, "root")}}
 	if cfg.journal {
@@ -260,7 +269,7 @@ func run(cfg config) error {
 	}
 
 	// Sections in report order (rows are added as figures come in).
-	for _, t := range []string{secThroughput, secExec, secInsert, secPickup, secRecovery, scaleTitle(cols[0]), secExperiment, secSteps} {
+	for _, t := range []string{secThroughput, secExec, secInsert, secPickup, secRecovery, scaleTitle(cols[0]), secExperiment, secSteps, secPGClaim} {
 		r.Section(t)
 	}
 	for _, c := range cols {
@@ -359,7 +368,20 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 	var rd *peers.Redis
 	var aq *peers.Asynq
 	var rs *peers.RiverSQLite
-	if cfg.peers && (cfg.want("throughput") || cfg.want("insert") || cfg.want("pickup")) {
+	if !cfg.peers && cfg.pgWanted() {
+		var err error
+		logf("%s: starting PostgreSQL", col)
+		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg"), colLogs); err != nil {
+			// Smoke mode goes on without it, and says why.
+			cfg.pg.skip = "PostgreSQL did not start: " + err.Error()
+			r.Note("farro on PostgreSQL not measured on %s: %v", col, err)
+			logf("%s: %s", col, cfg.pg.skip)
+			pg = nil
+		} else {
+			defer pg.Stop()
+		}
+	}
+	if cfg.peers && (cfg.want("throughput") || cfg.want("insert") || cfg.want("pickup") || cfg.pgWanted()) {
 		var err error
 		logf("%s: starting PostgreSQL and Redis", col)
 		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg"), colLogs); err != nil {
@@ -391,6 +413,24 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 	if cfg.want("throughput") {
 		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, rs, burnTimeout); err != nil {
 			return err
+		}
+	}
+	if pg != nil && cfg.pgWanted() {
+		fpg := pgOf(pg)
+		if cfg.want("throughput") {
+			if err := measurePGThroughput(cfg, r, bins, c, colLogs, fpg, burnTimeout); err != nil {
+				return err
+			}
+		}
+		if cfg.want("pickup") {
+			if err := measurePGPickup(cfg, r, bins, c, colLogs, fpg); err != nil {
+				return err
+			}
+		}
+		if cfg.want("pgclaim") && c.key == "root" {
+			if err := measurePGClaim(cfg, r, fpg); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.want("exec") {
