@@ -411,7 +411,11 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 
 	burnTimeout := max(3*time.Minute, time.Duration(cfg.n/20)*time.Second)
 	if cfg.want("throughput") {
-		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, rs, burnTimeout); err != nil {
+		var dbCPU func() (time.Duration, error)
+		if pg != nil {
+			dbCPU = pgOf(pg).CPU
+		}
+		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, rs, dbCPU, burnTimeout); err != nil {
 			return err
 		}
 	}
@@ -488,10 +492,11 @@ func pick2(full bool, fullV, smokeV int) int {
 	return smokeV
 }
 
-func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite, burnTimeout time.Duration) error {
+func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite, dbCPU func() (time.Duration, error), burnTimeout time.Duration) error {
 	col := c.key
 	tp := r.Section(secThroughput)
 	rates := map[string][]float64{}
+	var riverDBCPU []float64 // PostgreSQL's CPU ms per job under River tuned
 	var agentCPU []float64
 	fb, err := floor.NewBench(c.dir, cfg.n)
 	if err != nil {
@@ -529,9 +534,14 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 				if t == peers.RiverDefault {
 					n = cfg.riverDefN
 				}
+				cpu0, cpuErr := cpuOf(dbCPU)
 				el, err := rv.BurnDown(ctx, t, n, burnTimeout)
 				if err != nil {
 					return err
+				}
+				if cpu1, err := cpuOf(dbCPU); t == peers.RiverTuned && cpuErr == nil && err == nil && dbCPU != nil {
+					// Includes the InsertMany before River's clock starts.
+					riverDBCPU = append(riverDBCPU, stats.Ms(cpu1-cpu0)/float64(n))
 				}
 				rate := float64(n) / el.Seconds()
 				rates["river-"+t.Name] = append(rates["river-"+t.Name], rate)
@@ -580,6 +590,10 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 		}
 	}
 	tp.Set("farro-cpu", "  farro agentd CPU per job (ms, median)", col, fmt.Sprintf("%.2f", stats.Median(agentCPU)), stats.Median(agentCPU))
+	if len(riverDBCPU) > 0 {
+		m := stats.Median(riverDBCPU)
+		tp.Set("river-dbcpu", "  River tuned: PostgreSQL CPU per job, its InsertMany included (ms, median)", col, fmt.Sprintf("%.2f", m), m)
+	}
 	return nil
 }
 
@@ -774,6 +788,7 @@ func notes(cfg config, r *report.Report) {
 	r.Note("Process start: farroctl --version and a minimal Go binary (a hello world built into the work dir by the same go command) are run the same number of times, interleaved, each timed from fork to exit.")
 	r.Note("Pickup: one job at a time on an idle queue, the next 150..250 ms (random) after the previous one was handled, for every system (River sends at most one insert notification per FetchCooldown, so closer probes would measure its 1 s poll instead). farro's handler is agentd's exec handler running /bin/sh -c 'printf ... > FIFO' (the benchmark timestamps the line it reads); the 'claim' row is the inotify event of the job's rename into in-progress/<agent>/, before the claim's job.json rewrite. River and asynq handlers are in-process Go functions.")
 	r.Note("Recovery: two agentd (--concurrency 1, exec handler 'sleep 30'), one job with max_attempts 1000; each probe SIGKILLs the agent holding it and polls every 1 ms for the job in the other agent's in-progress/ dir, then restarts the killed agent. River and asynq are quoted, not probed: with their defaults a probe takes an hour (River) or one to two minutes (asynq).")
+	pgNotes(cfg, r)
 	r.Note("Goals of the crawl and of the frontier at scale are in make bench-crawl's table.")
 	r.Note("Scale: in-process Spool.Claim (no daemon running) on the oldest jobs; agentd figures are the next jobs after the claims, at depth ~N. Cycle times call internal/manager and internal/watchdog RunOnce in process on a spool holding N jobs in completed/succeeded/. Scale runs on the first column's filesystem only.")
 }

@@ -66,6 +66,14 @@ func pgOf(pg *peers.Postgres) farrob.PG {
 	return farrob.PG{Admin: pg.DSN, CPU: func() (time.Duration, error) { return sys.TreeCPU(pid) }}
 }
 
+// cpuOf reads cpu, if there is one.
+func cpuOf(cpu func() (time.Duration, error)) (time.Duration, error) {
+	if cpu == nil {
+		return 0, nil
+	}
+	return cpu()
+}
+
 // measurePGThroughput is section 1's farro-on-PostgreSQL rows: cfg.runs
 // burn-downs with 1 agentd x4, cfg.pg.runs4 with 4 agentd x4, the ratio
 // of the two, and PostgreSQL's CPU per job.
@@ -98,7 +106,7 @@ func measurePGThroughput(cfg config, r *report.Report, bins farrob.Bins, c colum
 		tp.Set("pg4x4-ratio", "  farro on PostgreSQL: 4 agentd x4 / 1 agentd x4", col, fmt.Sprintf("%.2fx", med4/med1), med4/med1)
 	}
 	m := stats.Median(dbCPU)
-	tp.Set("pg-dbcpu", "  farro on PostgreSQL 1 agentd x4: PostgreSQL CPU per job (ms, median)", col, fmt.Sprintf("%.2f", m), m)
+	tp.Set("pg-dbcpu", "  farro on PostgreSQL 1 agentd x4: PostgreSQL CPU per job, its Submit calls included (ms, median)", col, fmt.Sprintf("%.2f", m), m)
 	return nil
 }
 
@@ -202,4 +210,13 @@ func (g goalChecker) pgDepthRatio(col, label string, hi, lo int) {
 		goal.Known, goal.Value, goal.Met = true, fmt.Sprintf("%.2fx", x/y), x/y <= 1.5
 	}
 	g.r.AddGoal(goal)
+}
+
+// pgNotes explains the farro-on-PostgreSQL figures under the table.
+func pgNotes(cfg config, r *report.Report) {
+	if cfg.pg == nil || !cfg.pg.on {
+		return
+	}
+	r.Note("farro on PostgreSQL: agentd, managerd and watchdogd with --store on a fresh database of the benchmark's PostgreSQL (the instance River uses, fsync=on, synchronous_commit=on), migrated by farroctl migrate; --spool is each run's local directory. Burn-down: N noop jobs queued through pgstore's Submit in batches of %d (one transaction each, as River's InsertMany), managerd and watchdogd ready (READY=1 on NOTIFY_SOCKET) before the clock, which runs from the exec of the agents until SELECT count(*) ... status='succeeded' reaches N (polled every 10 ms). PostgreSQL's CPU is utime+stime of the postmaster and its backends from /proc, read before the first Submit and after the last job (River's: before its InsertMany and after its last job), divided by N.", farrob.PGSubmitBatch)
+	r.Note("farro on PostgreSQL pickup: Submit of one exec job (one transaction) -> agentd's exec handler writing the job id into a FIFO, as the spool row; agentd wakes on LISTEN/NOTIFY. Claim cost (section 9, root column): a fresh database filled by COPY with N queued jobs and their events (then ANALYZE), then %d jobs claimed one at a time (store.Claim, max 1) and committed succeeded, in process, after 10 untimed ones.", cfg.pg.claims)
 }

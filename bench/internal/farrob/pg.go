@@ -183,7 +183,10 @@ type PGBurnConfig struct {
 // PGBurnResult is what a burn-down on PostgreSQL measured.
 type PGBurnResult struct {
 	BurnResult
-	DBCPU time.Duration // PostgreSQL's CPU time during the clock; 0 if PG.CPU is nil
+	// PostgreSQL's CPU time from the first Submit to the last job
+	// succeeded (the inserts, the daemons' start and the work); 0 if
+	// PG.CPU is nil.
+	DBCPU time.Duration
 }
 
 // PGBurnDown is BurnDown on PostgreSQL: a fresh database migrated by
@@ -211,6 +214,14 @@ func (b Bins) PGBurnDown(cfg PGBurnConfig) (PGBurnResult, error) {
 	if err := b.Migrate(dbURL); err != nil {
 		return PGBurnResult{}, err
 	}
+	// The database's CPU is counted from here: the inserts and the work
+	// (as River's figure counts its InsertMany and its work).
+	var cpu0 time.Duration
+	if cfg.PG.CPU != nil {
+		if cpu0, err = cfg.PG.CPU(); err != nil {
+			return PGBurnResult{}, fmt.Errorf("postgres cpu: %w", err)
+		}
+	}
 	if err := SubmitPG(ctx, dbURL, cfg.Jobs, "noop"); err != nil {
 		return PGBurnResult{}, err
 	}
@@ -230,12 +241,6 @@ func (b Bins) PGBurnDown(cfg PGBurnConfig) (PGBurnResult, error) {
 			a.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	}()
-	var cpu0 time.Duration
-	if cfg.PG.CPU != nil {
-		if cpu0, err = cfg.PG.CPU(); err != nil {
-			return PGBurnResult{}, fmt.Errorf("postgres cpu: %w", err)
-		}
-	}
 	start := time.Now()
 	for i := 0; i < cfg.Agents; i++ {
 		a, err := b.StoreAgent(local, dbURL, cfg.LogDir, fmt.Sprintf("pg%d", i+1), cfg.Concurrency, nil)
