@@ -88,6 +88,7 @@ func goals(cfg config, r *report.Report, cols []column) {
 		g.ratio(col, "insert: Spool.SubmitMany / River InsertMany (PostgreSQL)", "ins-many", "ins-riverm", 0.5, true, "insert", true)
 		g.ratio(col, "insert: farroctl submit --batch / River SQLite InsertMany", "ins-batch", "ins-riversqlite-m", 0.5, true, "insert", true)
 		g.ratio(col, "insert: Spool.SubmitMany / River SQLite InsertMany", "ins-many", "ins-riversqlite-m", 0.5, true, "insert", true)
+		pgGoals(g, col, cols[0].key)
 		// Recovery (kept from earlier goals: the daemons' defaults).
 		if _, ok := r.Num("rec-farro", col); ok || cfg.want("recovery") {
 			g.atMost(col, "recovery p99 farro", "rec-farro", 2, "s", "%.2f", "recovery")

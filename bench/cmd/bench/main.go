@@ -56,10 +56,11 @@ type config struct {
 	scaleBurn  int
 	journalGiB int
 	parts      map[string]bool // empty: all
+	pg         *pgConfig       // farro on PostgreSQL (pg.go); shared by the columns
 }
 
 // allParts are the figures -only may choose from.
-var allParts = []string{"throughput", "exec", "insert", "pickup", "recovery", "steps", "scale"}
+var allParts = []string{"throughput", "exec", "insert", "pickup", "recovery", "steps", "scale", "pgclaim"}
 
 func (c config) want(part string) bool { return len(c.parts) == 0 || c.parts[part] }
 
@@ -77,6 +78,8 @@ func parseFlags() config {
 	flag.BoolVar(&c.keep, "keep", false, "keep the work directory (spools, logs) at the end")
 	probes := flag.Int("probes", 0, "pickup probes per system (default: 50 full, 10 smoke)")
 	kills := flag.Int("kills", 0, "agent SIGKILLs for the recovery figure (default: 20 full, 2 smoke)")
+	withPG := flag.String("pg", "", "measure farro on PostgreSQL (the daemons with --store on the benchmark's PostgreSQL): yes|no (default: yes)")
+	pgDepths := flag.String("pg-depths", "", "queued rows of the PostgreSQL claim-cost figure, comma-separated (default: 1000,1000000 full; 1000,10000 smoke)")
 	only := flag.String("only", "", "measure only these figures, comma-separated: "+strings.Join(allParts, ","))
 	flag.Parse()
 	if *only != "" {
@@ -141,6 +144,7 @@ func parseFlags() config {
 		c.floorMax = 2 * time.Second
 	}
 	c.claims = pick(0, 200, 30)
+	c.pg = parsePGFlags(full, *withPG, *pgDepths, yes)
 	c.scaleBurn = pick(0, 1000, 100)
 	c.journalGiB = 4
 	sizes := *scale
@@ -219,6 +223,11 @@ func run(cfg config) error {
 			return err
 		}
 	}
+	if cfg.pg.on && sys.PGBin() == "" {
+		// Smoke mode (and -peers no) installs nothing.
+		cfg.pg.skip = "postgresql is not installed (only a full run with peers installs it)"
+		r.Note("farro on PostgreSQL not measured: %s", cfg.pg.skip)
+	}
 
 	cols := []column{{key: "root", dir: filepath.Join(work, "root")}}
 	if cfg.journal {
@@ -260,7 +269,7 @@ func run(cfg config) error {
 	}
 
 	// Sections in report order (rows are added as figures come in).
-	for _, t := range []string{secThroughput, secExec, secInsert, secPickup, secRecovery, scaleTitle(cols[0]), secExperiment, secSteps} {
+	for _, t := range []string{secThroughput, secExec, secInsert, secPickup, secRecovery, scaleTitle(cols[0]), secExperiment, secSteps, secPGClaim} {
 		r.Section(t)
 	}
 	for _, c := range cols {
@@ -359,7 +368,20 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 	var rd *peers.Redis
 	var aq *peers.Asynq
 	var rs *peers.RiverSQLite
-	if cfg.peers && (cfg.want("throughput") || cfg.want("insert") || cfg.want("pickup")) {
+	if !cfg.peers && cfg.pgWanted() {
+		var err error
+		logf("%s: starting PostgreSQL", col)
+		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg"), colLogs); err != nil {
+			// Smoke mode goes on without it, and says why.
+			cfg.pg.skip = "PostgreSQL did not start: " + err.Error()
+			r.Note("farro on PostgreSQL not measured on %s: %v", col, err)
+			logf("%s: %s", col, cfg.pg.skip)
+			pg = nil
+		} else {
+			defer pg.Stop()
+		}
+	}
+	if cfg.peers && (cfg.want("throughput") || cfg.want("insert") || cfg.want("pickup") || cfg.pgWanted()) {
 		var err error
 		logf("%s: starting PostgreSQL and Redis", col)
 		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg"), colLogs); err != nil {
@@ -389,8 +411,30 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 
 	burnTimeout := max(3*time.Minute, time.Duration(cfg.n/20)*time.Second)
 	if cfg.want("throughput") {
-		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, rs, burnTimeout); err != nil {
+		var dbCPU func() (time.Duration, error)
+		if pg != nil {
+			dbCPU = pgOf(pg).CPU
+		}
+		if err := measureThroughput(ctx, cfg, r, bins, c, colLogs, rv, aq, rs, dbCPU, burnTimeout); err != nil {
 			return err
+		}
+	}
+	if pg != nil && cfg.pgWanted() {
+		fpg := pgOf(pg)
+		if cfg.want("throughput") {
+			if err := measurePGThroughput(cfg, r, bins, c, colLogs, fpg, burnTimeout); err != nil {
+				return err
+			}
+		}
+		if cfg.want("pickup") {
+			if err := measurePGPickup(cfg, r, bins, c, colLogs, fpg); err != nil {
+				return err
+			}
+		}
+		if cfg.want("pgclaim") && c.key == "root" {
+			if err := measurePGClaim(cfg, r, fpg); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.want("exec") {
@@ -448,10 +492,11 @@ func pick2(full bool, fullV, smokeV int) int {
 	return smokeV
 }
 
-func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite, burnTimeout time.Duration) error {
+func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite, dbCPU func() (time.Duration, error), burnTimeout time.Duration) error {
 	col := c.key
 	tp := r.Section(secThroughput)
 	rates := map[string][]float64{}
+	var riverDBCPU []float64 // PostgreSQL's CPU ms per job under River tuned
 	var agentCPU []float64
 	fb, err := floor.NewBench(c.dir, cfg.n)
 	if err != nil {
@@ -489,9 +534,14 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 				if t == peers.RiverDefault {
 					n = cfg.riverDefN
 				}
+				cpu0, cpuErr := cpuOf(dbCPU)
 				el, err := rv.BurnDown(ctx, t, n, burnTimeout)
 				if err != nil {
 					return err
+				}
+				if cpu1, err := cpuOf(dbCPU); t == peers.RiverTuned && cpuErr == nil && err == nil && dbCPU != nil {
+					// Includes the InsertMany before River's clock starts.
+					riverDBCPU = append(riverDBCPU, stats.Ms(cpu1-cpu0)/float64(n))
 				}
 				rate := float64(n) / el.Seconds()
 				rates["river-"+t.Name] = append(rates["river-"+t.Name], rate)
@@ -540,6 +590,10 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 		}
 	}
 	tp.Set("farro-cpu", "  farro agentd CPU per job (ms, median)", col, fmt.Sprintf("%.2f", stats.Median(agentCPU)), stats.Median(agentCPU))
+	if len(riverDBCPU) > 0 {
+		m := stats.Median(riverDBCPU)
+		tp.Set("river-dbcpu", "  River tuned: PostgreSQL CPU per job, its InsertMany included (ms, median)", col, fmt.Sprintf("%.2f", m), m)
+	}
 	return nil
 }
 
@@ -734,6 +788,7 @@ func notes(cfg config, r *report.Report) {
 	r.Note("Process start: farroctl --version and a minimal Go binary (a hello world built into the work dir by the same go command) are run the same number of times, interleaved, each timed from fork to exit.")
 	r.Note("Pickup: one job at a time on an idle queue, the next 150..250 ms (random) after the previous one was handled, for every system (River sends at most one insert notification per FetchCooldown, so closer probes would measure its 1 s poll instead). farro's handler is agentd's exec handler running /bin/sh -c 'printf ... > FIFO' (the benchmark timestamps the line it reads); the 'claim' row is the inotify event of the job's rename into in-progress/<agent>/, before the claim's job.json rewrite. River and asynq handlers are in-process Go functions.")
 	r.Note("Recovery: two agentd (--concurrency 1, exec handler 'sleep 30'), one job with max_attempts 1000; each probe SIGKILLs the agent holding it and polls every 1 ms for the job in the other agent's in-progress/ dir, then restarts the killed agent. River and asynq are quoted, not probed: with their defaults a probe takes an hour (River) or one to two minutes (asynq).")
+	pgNotes(cfg, r)
 	r.Note("Goals of the crawl and of the frontier at scale are in make bench-crawl's table.")
 	r.Note("Scale: in-process Spool.Claim (no daemon running) on the oldest jobs; agentd figures are the next jobs after the claims, at depth ~N. Cycle times call internal/manager and internal/watchdog RunOnce in process on a spool holding N jobs in completed/succeeded/. Scale runs on the first column's filesystem only.")
 }

@@ -97,13 +97,14 @@ type Support struct {
 	WDReady, MDReady time.Duration
 }
 
-// StartSupport starts watchdogd and managerd and waits until both are ready.
-func (b Bins) StartSupport(spool, logDir string) (*Support, error) {
-	wd, err := b.Watchdog(spool, logDir)
+// StartSupport starts watchdogd and managerd (both with args, e.g.
+// --store URL) and waits until both are ready.
+func (b Bins) StartSupport(spool, logDir string, args ...string) (*Support, error) {
+	wd, err := b.Watchdog(spool, logDir, args...)
 	if err != nil {
 		return nil, err
 	}
-	md, err := b.Manager(spool, logDir)
+	md, err := b.Manager(spool, logDir, args...)
 	if err != nil {
 		wd.Kill()
 		return nil, err

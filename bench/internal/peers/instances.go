@@ -97,6 +97,10 @@ func StartPostgres(dir, logDir string) (*Postgres, error) {
 	}
 }
 
+// PID is the postmaster's process id (its backends are its children:
+// sys.TreeCPU of it is the instance's CPU time).
+func (p *Postgres) PID() int { return p.proc.PID() }
+
 // Stop shuts PostgreSQL down (SIGINT to its PID: fast shutdown).
 func (p *Postgres) Stop() {
 	p.proc.Stop(syscall.SIGINT, 30*time.Second)

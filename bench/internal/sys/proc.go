@@ -247,3 +247,53 @@ func RemoveTree(path string) error {
 	}
 	return err
 }
+
+// TreeCPU is the CPU time (utime+stime) of pid and of its children: pid's
+// own with its reaped children's (CPUTime), plus each live child's
+// (CPUTime of each process whose parent is pid). For a postmaster it is
+// the CPU the whole PostgreSQL instance used so far: its backends are its
+// children, counted in its cutime+cstime once they exit.
+func TreeCPU(pid int) (time.Duration, error) {
+	total, err := CPUTime(pid)
+	if err != nil {
+		return 0, err
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if ParentPID(child) != pid {
+			continue
+		}
+		if c, err := CPUTime(child); err == nil { // gone meanwhile: counted in pid's cutime
+			total += c
+		}
+	}
+	return total, nil
+}
+
+// ParentPID is pid's parent from /proc/pid/stat (field 4), or -1.
+func ParentPID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return n
+}
