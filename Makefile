@@ -90,7 +90,7 @@ clean:
 #                     (Redis, both installed from Debian's packages if missing)
 #                     vs the filesystem floor, on the root fs and a loop-mounted
 #                     journaled ext4 (about 20 minutes)
-#   make bench-smoke  farro and the floor only, small N, under a minute (CI)
+#   make bench-smoke  farro (spool and PostgreSQL) and the floor, small N, about a minute (CI)
 #   make bench-crawl  the crawl benchmark (part of make bench): farro's crawl
 #                     frontier vs Colly vs wget --recursive on a 10,000-page
 #                     site served by a private nginx (nginx-light and wget
