@@ -59,6 +59,31 @@ type cluster struct {
 	wds     []*proc
 	manager *proc
 	ids     []string
+	long    map[string]bool // the jobs whose handler sleeps $LONG
+}
+
+// runningLong returns the agents running a long job's handler now: a
+// start line without its end in the runs file.
+func (c *cluster) runningLong() []string {
+	b, err := os.ReadFile(c.runs)
+	if err != nil {
+		return nil
+	}
+	agents := map[string]string{} // token -> agent
+	for _, l := range strings.Split(string(b), "\n") {
+		w := strings.Fields(l)
+		switch {
+		case len(w) == 5 && w[0] == "start" && c.long[w[1]]:
+			agents[w[2]] = w[4]
+		case len(w) == 3 && w[0] == "end":
+			delete(agents, w[2])
+		}
+	}
+	var out []string
+	for _, a := range agents {
+		out = append(out, a)
+	}
+	return out
 }
 
 // testAppName names the test's own connections, which a connection cut
@@ -66,11 +91,11 @@ type cluster struct {
 const testAppName = "farro-storm-test"
 
 // newCluster migrates a fresh database on serverURL, submits n jobs (one
-// in ten "long": a sleep of long; one in 25 failing its first attempt)
-// and starts the daemons.
-func newCluster(t *testing.T, ctx context.Context, serverURL string, n int, long time.Duration) *cluster {
+// in longEvery "long": a sleep of long; one in 25 failing its first
+// attempt) and starts the daemons.
+func newCluster(t *testing.T, ctx context.Context, serverURL string, n, longEvery int, long time.Duration) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), url: testpg.NewDatabase(t, serverURL)}
+	c := &cluster{t: t, dir: t.TempDir(), url: testpg.NewDatabase(t, serverURL), long: map[string]bool{}}
 	out, err := exec.Command(filepath.Join(bins.Dir(t), "farroctl"), "migrate", "--store", c.url).CombinedOutput()
 	if err != nil {
 		t.Fatalf("farroctl migrate: %v\n%s", err, out)
@@ -101,8 +126,8 @@ func newCluster(t *testing.T, ctx context.Context, serverURL string, n int, long
 		switch {
 		case i%25 == 7:
 			prompt = `{"fail":true}`
-		case i%10 == 3:
-			prompt = `{"long":true}`
+		case i%longEvery == 3:
+			prompt, c.long[id] = `{"long":true}`, true
 		}
 		reqs = append(reqs, job.SubmitRequest{ID: id, Kind: "exec", Prompt: []byte(prompt), Actor: "test", MaxAttempts: stormMaxTries})
 		c.ids = append(c.ids, id)
@@ -256,7 +281,7 @@ func TestKillStorm(t *testing.T) {
 	n, stormFor, limit := stormSize()
 	ctx, cancel := context.WithTimeout(context.Background(), limit+30*time.Second)
 	defer cancel()
-	c := newCluster(t, ctx, testpg.Start(t), n, 200*time.Millisecond)
+	c := newCluster(t, ctx, testpg.Start(t), n, 10, 200*time.Millisecond)
 	began := time.Now()
 	all := c.all()
 	kills := map[string]int{}
@@ -288,19 +313,29 @@ func TestKillStorm(t *testing.T) {
 // not among the things the issue accepts here (that is for a host
 // frozen whole, its watchdogd with it): the checker counts such
 // overlaps apart (freeze_overlaps) and the test requires them to be
-// zero too. One job in ten runs for 1.5s so that freezes catch handlers
-// mid-run.
+// zero too. One job in thirty runs for 8s, far longer than lease plus
+// grace, and each freeze picks an agent running one of them when there
+// is one: without the watchdogd's stop, that handler would still run
+// when its job runs again elsewhere (an overlap the checker counts); the
+// test requires that at least one handler was stopped so.
 func TestFreezeStorm(t *testing.T) {
 	n, stormFor, limit := stormSize()
 	stormFor += 5 * time.Second // a freeze lasts 4s: at least three of them
 	ctx, cancel := context.WithTimeout(context.Background(), limit+30*time.Second)
 	defer cancel()
-	c := newCluster(t, ctx, testpg.Start(t), n, 1500*time.Millisecond)
+	c := newCluster(t, ctx, testpg.Start(t), n, 30, 8*time.Second)
 	began := time.Now()
 	frozen := map[string]bool{}
 	freeze := stormLease + stormGrace + time.Second
 	total := c.storm(ctx, stormFor, began.Add(limit), between(300*time.Millisecond, 700*time.Millisecond), func() {
+		// The agent of a long job running now if any, else any agent.
 		i := rand.N(len(c.agents))
+		if busy := c.runningLong(); len(busy) > 0 {
+			var k int
+			if _, err := fmt.Sscanf(busy[rand.N(len(busy))], "w%d", &k); err == nil && k >= 1 && k <= len(c.agents) {
+				i = k - 1
+			}
+		}
 		p := c.agents[i]
 		frozen[fmt.Sprintf("w%d", i+1)] = true
 		_ = p.d.cmd.Process.Signal(syscall.SIGSTOP)
@@ -321,6 +356,9 @@ func TestFreezeStorm(t *testing.T) {
 	if total == 0 || rep.reruns == 0 {
 		t.Errorf("%d freezes and no job ran again: no freeze caught a claim", total)
 	}
+	if stopped == 0 {
+		t.Errorf("%d freezes, and no watchdogd stopped a frozen agent's handler", total)
+	}
 	summary(t, "freeze", took, rep, fmt.Sprintf("freezes=%d handlers_stopped=%d", total, stopped))
 }
 
@@ -334,7 +372,7 @@ func TestPostgresKillStorm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit+30*time.Second)
 	defer cancel()
 	srv := testpg.StartPrivate(t)
-	c := newCluster(t, ctx, srv.URL, n, 200*time.Millisecond)
+	c := newCluster(t, ctx, srv.URL, n, 10, 200*time.Millisecond)
 	began := time.Now()
 	total := c.storm(ctx, stormFor, began.Add(limit), between(1500*time.Millisecond, 3*time.Second), func() {
 		srv.Kill()
@@ -360,7 +398,7 @@ func TestConnectionCutStorm(t *testing.T) {
 	n, stormFor, limit := stormSize()
 	ctx, cancel := context.WithTimeout(context.Background(), limit+30*time.Second)
 	defer cancel()
-	c := newCluster(t, ctx, testpg.Start(t), n, 200*time.Millisecond)
+	c := newCluster(t, ctx, testpg.Start(t), n, 10, 200*time.Millisecond)
 	conn, err := pgx.Connect(ctx, c.url)
 	if err != nil {
 		t.Fatal(err)
