@@ -47,7 +47,7 @@ func TestCheckerCountsEachViolation(t *testing.T) {
 		}
 		tok := cs[0].Token()
 		if ran {
-			line("start %s %s %d %s", id, tok, cs[0].Job().Attempts, agent)
+			line("start %s %s %d %s %d", id, tok, cs[0].Job().Attempts, agent, time.Now().UnixNano())
 			line("end %s %s", id, tok)
 		}
 		if err := cs[0].Commit(ctx, to, "test", nil); err != nil {
@@ -78,8 +78,8 @@ func TestCheckerCountsEachViolation(t *testing.T) {
 	frzTok := run("frz", "w9", true, job.Succeeded)
 	submit("stuck", 3) // never claimed: still queued
 
-	line("overlap ok other-token %s", okTok)
-	line("overlap frz other-token %s", frzTok)
+	line("overlap ok other-token %s %d", okTok, time.Now().UnixNano())
+	line("overlap frz other-token %s %d", frzTok, time.Now().UnixNano())
 	line("end nojob never-started")
 	line("garbage")
 	runs := filepath.Join(t.TempDir(), "runs")
@@ -88,7 +88,8 @@ func TestCheckerCountsEachViolation(t *testing.T) {
 	}
 
 	ids := []string{"ok", "dup", "unbacked", "overmax", "killed", "frz", "stuck", "lost"}
-	rep, err := check(ctx, st, runs, ids, map[string]bool{"w9": true})
+	frozen := []freeze{{agent: "w9", from: time.Now().Add(-time.Hour), to: time.Now()}, {agent: "w1", from: time.Now().Add(time.Hour), to: time.Now().Add(2 * time.Hour)}}
+	rep, err := check(ctx, st, runs, ids, frozen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,21 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
-// stormHandler is the storms' handler. It takes an exclusive flock on a
+// stormHandler is the handler of this package's runs. It takes an exclusive flock on a
 // file of its job's while it runs (the kernel releases it when the
 // handler dies, however it dies), names its claim in a holder file, and
 // appends to the runs file all the hosts share:
 //
-//	start JOB TOKEN ATTEMPT AGENT   when it holds the lock
-//	end JOB TOKEN                   when its work is done (then exit 0)
-//	overlap JOB TOKEN HOLDER        when another execution of JOB holds
-//	                                the lock (HOLDER: its token); exit 3
+//	start JOB TOKEN ATTEMPT AGENT NS  when it holds the lock
+//	end JOB TOKEN                     when its work is done (then exit 0)
+//	overlap JOB TOKEN HOLDER NS       when another execution of JOB holds
+//	                                  the lock (HOLDER: its token); exit 3
+//
+// NS: the time, in nanoseconds since the epoch.
 //
 // AGENT comes from FARRO_JOB_DIR (<local>/scratch/<agent>/<job id>). It
 // sleeps $SLEEP seconds, or $LONG for a prompt with "long"; a prompt
@@ -28,10 +32,10 @@ import (
 const stormHandler = `#!/bin/sh
 prompt=$(cat)
 exec 9>>"$LOCKS/$FARRO_JOB_ID"
-if ! flock -n 9; then echo "overlap $FARRO_JOB_ID $FARRO_CLAIM_TOKEN $(cat "$LOCKS/$FARRO_JOB_ID.holder" 2>/dev/null || echo unknown)" >> "$RUNS"; exit 3; fi
+if ! flock -n 9; then echo "overlap $FARRO_JOB_ID $FARRO_CLAIM_TOKEN $(cat "$LOCKS/$FARRO_JOB_ID.holder" 2>/dev/null || echo unknown) $(date +%s%N)" >> "$RUNS"; exit 3; fi
 echo "$FARRO_CLAIM_TOKEN" > "$LOCKS/$FARRO_JOB_ID.holder"
 agent=$(basename "$(dirname "$FARRO_JOB_DIR")")
-echo "start $FARRO_JOB_ID $FARRO_CLAIM_TOKEN $FARRO_ATTEMPT $agent" >> "$RUNS"
+echo "start $FARRO_JOB_ID $FARRO_CLAIM_TOKEN $FARRO_ATTEMPT $agent $(date +%s%N)" >> "$RUNS"
 case "$prompt" in *long*) sleep "$LONG" 9>&-;; *) sleep "$SLEEP" 9>&-;; esac
 echo "end $FARRO_JOB_ID $FARRO_CLAIM_TOKEN" >> "$RUNS"
 case "$prompt" in *fail*) if [ "$FARRO_ATTEMPT" = 1 ]; then echo "failing on purpose" >&2; exit 7; fi;; esac
@@ -41,7 +45,20 @@ exit 0
 // execution is one run of a job's handler, from the runs file.
 type execution struct {
 	token, attempt, agent string
+	started               time.Time
 	ended                 bool
+}
+
+// freeze is an agent stopped (SIGSTOP) from from to to.
+type freeze struct {
+	agent    string
+	from, to time.Time
+}
+
+// unixNano parses a handler's timestamp.
+func unixNano(s string) (time.Time, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return time.Unix(0, n), err == nil
 }
 
 // report is the checker's verdict on a storm. The zero-tolerance counts:
@@ -51,8 +68,8 @@ type execution struct {
 //     move to succeeded in its history), or whose succeeded claim never
 //     ran its handler to the end (a commit without its execution);
 //   - overlaps: two executions of one job at the same time (the second
-//     found the first's lock held), except those whose holder ran on an
-//     agent the storm froze (freezeOverlaps, counted apart);
+//     found the first's lock held), except those whose holder's agent
+//     was frozen while the holder ran (freezeOverlaps, counted apart);
 //   - stuck: a job not terminal at the end;
 //   - overMax: a job with more attempts, or more executions, than its
 //     max_attempts;
@@ -84,8 +101,8 @@ func (r *report) counts() string {
 }
 
 // check reads the runs file and every submitted job's row and history.
-// frozen names the agents a freeze storm stopped at some point.
-func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, frozen map[string]bool) (*report, error) {
+// freezes are a freeze storm's.
+func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, freezes []freeze) (*report, error) {
 	r := &report{jobs: len(ids)}
 	perJob := map[string][]*execution{}
 	byToken := map[string]*execution{}
@@ -100,13 +117,14 @@ func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, fr
 		for sc.Scan() {
 			w := strings.Fields(sc.Text())
 			switch {
-			case len(w) == 5 && w[0] == "start":
-				if byToken[w[2]] != nil {
+			case len(w) == 6 && w[0] == "start":
+				at, ok := unixNano(w[5])
+				if byToken[w[2]] != nil || !ok {
 					r.malformed++
-					r.problem("job %s: claim %s started twice", w[1], w[2])
+					r.problem("job %s: claim %s started twice, or at no time", w[1], w[2])
 					continue
 				}
-				e := &execution{token: w[2], attempt: w[3], agent: w[4]}
+				e := &execution{token: w[2], attempt: w[3], agent: w[4], started: at}
 				byToken[w[2]] = e
 				perJob[w[1]] = append(perJob[w[1]], e)
 				r.executions++
@@ -118,7 +136,7 @@ func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, fr
 					continue
 				}
 				e.ended = true
-			case len(w) == 4 && w[0] == "overlap":
+			case len(w) == 5 && w[0] == "overlap":
 				overlapLines = append(overlapLines, w)
 			default:
 				r.malformed++
@@ -130,9 +148,10 @@ func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, fr
 		}
 	}
 	for _, w := range overlapLines {
-		if h := byToken[w[3]]; h != nil && frozen[h.agent] {
+		at, _ := unixNano(w[4])
+		if h := byToken[w[3]]; h != nil && frozenWhile(freezes, h.agent, h.started, at) {
 			r.freezeOverlaps++
-			r.problem("job %s: claim %s ran while claim %s, on frozen agent %s, still ran", w[1], w[2], w[3], h.agent)
+			r.problem("job %s: claim %s ran while claim %s, whose agent %s was frozen since it started, still ran", w[1], w[2], w[3], h.agent)
 			continue
 		}
 		r.overlaps++
@@ -190,6 +209,17 @@ func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, fr
 		}
 	}
 	return r, nil
+}
+
+// frozenWhile reports whether agent was frozen at some time between from
+// and to.
+func frozenWhile(freezes []freeze, agent string, from, to time.Time) bool {
+	for _, f := range freezes {
+		if f.agent == agent && f.from.Before(to) && f.to.After(from) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsExec(es []*execution, e *execution) bool {

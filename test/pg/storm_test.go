@@ -73,7 +73,7 @@ func (c *cluster) runningLong() []string {
 	for _, l := range strings.Split(string(b), "\n") {
 		w := strings.Fields(l)
 		switch {
-		case len(w) == 5 && w[0] == "start" && c.long[w[1]]:
+		case len(w) == 6 && w[0] == "start" && c.long[w[1]]:
 			agents[w[2]] = w[4]
 		case len(w) == 3 && w[0] == "end":
 			delete(agents, w[2])
@@ -95,7 +95,7 @@ const testAppName = "farro-storm-test"
 // attempt) and starts the daemons.
 func newCluster(t *testing.T, ctx context.Context, serverURL string, n, longEvery int, long time.Duration) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), url: testpg.NewDatabase(t, serverURL), long: map[string]bool{}}
+	c := &cluster{t: t, dir: keptDir(t), url: testpg.NewDatabase(t, serverURL), long: map[string]bool{}}
 	out, err := exec.Command(filepath.Join(bins.Dir(t), "farroctl"), "migrate", "--store", c.url).CombinedOutput()
 	if err != nil {
 		t.Fatalf("farroctl migrate: %v\n%s", err, out)
@@ -160,6 +160,34 @@ func newCluster(t *testing.T, ctx context.Context, serverURL string, n, longEver
 	return c
 }
 
+// keptDir is a temporary directory for the cluster (its daemons' logs,
+// the runs file, the storm's own record in storm.log), removed when the
+// test ends unless it failed: then the failure names it.
+func keptDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "farro-pgstorm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	return dir
+}
+
+// note appends a line to the storm's own record (storm.log).
+func (c *cluster) note(format string, args ...any) {
+	f, err := os.OpenFile(filepath.Join(c.dir, "storm.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%d "+format+"\n", append([]any{time.Now().UnixNano()}, args...)...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func (c *cluster) all() []*proc {
 	return append(append(append([]*proc{}, c.agents...), c.wds...), c.manager)
 }
@@ -171,6 +199,7 @@ func (c *cluster) start(p *proc) {
 
 // kill SIGKILLs p and starts it again.
 func (c *cluster) kill(p *proc) {
+	c.note("kill %s", p.logName)
 	p.d.stop(syscall.SIGKILL)
 	c.start(p)
 }
@@ -217,7 +246,7 @@ func (c *cluster) storm(ctx context.Context, stormFor time.Duration, deadline ti
 // finish stops the daemons (SIGTERM), checks every daemon's log is
 // strict JSON lines, and runs the checker; each zero-tolerance count
 // must be zero.
-func (c *cluster) finish(ctx context.Context, frozen map[string]bool) *report {
+func (c *cluster) finish(ctx context.Context, frozen []freeze) *report {
 	c.t.Helper()
 	for _, p := range c.all() {
 		p.d.stop(syscall.SIGTERM)
@@ -325,8 +354,8 @@ func TestFreezeStorm(t *testing.T) {
 	defer cancel()
 	c := newCluster(t, ctx, testpg.Start(t), n, 30, 8*time.Second)
 	began := time.Now()
-	frozen := map[string]bool{}
-	freeze := stormLease + stormGrace + time.Second
+	var frozen []freeze
+	freezeFor := stormLease + stormGrace + time.Second
 	total := c.storm(ctx, stormFor, began.Add(limit), between(300*time.Millisecond, 700*time.Millisecond), func() {
 		// The agent of a long job running now if any, else any agent.
 		i := rand.N(len(c.agents))
@@ -337,10 +366,13 @@ func TestFreezeStorm(t *testing.T) {
 			}
 		}
 		p := c.agents[i]
-		frozen[fmt.Sprintf("w%d", i+1)] = true
+		f := freeze{agent: fmt.Sprintf("w%d", i+1), from: time.Now()}
 		_ = p.d.cmd.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(freeze)
+		time.Sleep(freezeFor)
 		_ = p.d.cmd.Process.Signal(syscall.SIGCONT)
+		f.to = time.Now()
+		frozen = append(frozen, f)
+		c.note("freeze %s %d %d", f.agent, f.from.UnixNano(), f.to.UnixNano())
 	})
 	took := time.Since(began)
 	c.alive()
