@@ -321,7 +321,7 @@ func TestKillStorm(t *testing.T) {
 	})
 	took := time.Since(began)
 	rep := c.finish(ctx, nil)
-	if kills["agentd"] == 0 || rep.reruns == 0 {
+	if kills["agentd"] == 0 || rep.reruns <= rep.retried {
 		t.Errorf("the storm killed %d agents and no job ran again: it did not land mid-run", kills["agentd"])
 	}
 	summary(t, "kill", took, rep, fmt.Sprintf("kills=%d (agentd=%d watchdogd=%d managerd=%d)", total, kills["agentd"], kills["watchdogd"], kills["managerd"]))
@@ -339,8 +339,8 @@ func TestKillStorm(t *testing.T) {
 // whose last heartbeat is older than its lease (2s) — before the claim
 // can be recovered (lease plus grace, 3s) and run elsewhere. So an
 // overlap of a frozen agent's handler with the job's next execution is
-// not among the things the issue accepts here (that is for a host
-// frozen whole, its watchdogd with it): the checker counts such
+// not among what docs/POSTGRES.md leaves unguaranteed (that is for a
+// host frozen whole, its watchdogd with it): the checker counts such
 // overlaps apart (freeze_overlaps) and the test requires them to be
 // zero too. One job in thirty runs for 8s, far longer than lease plus
 // grace, and each freeze picks an agent running one of them when there
@@ -385,8 +385,8 @@ func TestFreezeStorm(t *testing.T) {
 		}
 		stopped += strings.Count(string(b), "stopped a handler of this host whose claim is no longer current")
 	}
-	if total == 0 || rep.reruns == 0 {
-		t.Errorf("%d freezes and no job ran again: no freeze caught a claim", total)
+	if total == 0 || rep.reruns <= rep.retried {
+		t.Errorf("%d freezes and no job ran again but the retries of failures: no freeze caught a claim", total)
 	}
 	if stopped == 0 {
 		t.Errorf("%d freezes, and no watchdogd stopped a frozen agent's handler", total)
