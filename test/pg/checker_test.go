@@ -78,7 +78,7 @@ func unixNano(s string) (time.Time, bool) {
 //   - malformed: a runs line the checker cannot place (an end without
 //     its start, a start of one claim twice).
 type report struct {
-	jobs, executions, reruns, retried                          int
+	jobs, executions, reruns, retried, recovered               int
 	lost, duplicated, overlaps, freezeOverlaps, stuck, overMax int
 	notSucceeded, malformed                                    int
 	problems                                                   []string
@@ -195,6 +195,9 @@ func check(ctx context.Context, st *pgstore.Store, runs string, ids []string, fr
 			}
 			if ev.From == job.Failed && ev.To == job.Deferred {
 				r.retried++
+			}
+			if ev.From == job.InProgress && ev.To == job.Stale {
+				r.recovered++
 			}
 		}
 		if j.Status == job.Succeeded {
