@@ -76,6 +76,29 @@ func TestCheckerCountsEachViolation(t *testing.T) {
 	run("killed", "w1", true, job.Killed)
 	submit("frz", 3)
 	frzTok := run("frz", "w9", true, job.Succeeded)
+	// rec: its first claim is silent and recovery takes it (no
+	// handler ran); it is requeued and succeeds.
+	submit("rec", 3)
+	if cs, err := st.Claim(ctx, job.Holder{Actor: "test", Agent: "w1"}, store.ClaimOptions{Max: 1, Lease: time.Minute}); err != nil || len(cs) != 1 || cs[0].Job().ID != "rec" {
+		t.Fatalf("claim of rec: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		outs, err := st.Recover(ctx, store.RecoverOptions{Actor: "test", SilentAfter: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) == 1 && outs[0].ID == "rec" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rec's claim was not recovered: %v", outs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := st.Move(ctx, "rec", job.Stale, job.Queued, "test", "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	run("rec", "w1", true, job.Succeeded)
 	submit("stuck", 3) // never claimed: still queued
 
 	line("overlap ok other-token %s %d", okTok, time.Now().UnixNano())
@@ -87,7 +110,7 @@ func TestCheckerCountsEachViolation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ids := []string{"ok", "dup", "unbacked", "overmax", "killed", "frz", "stuck", "lost"}
+	ids := []string{"ok", "dup", "unbacked", "overmax", "killed", "frz", "stuck", "lost", "rec"}
 	frozen := []freeze{{agent: "w9", from: time.Now().Add(-time.Hour), to: time.Now()}, {agent: "w1", from: time.Now().Add(time.Hour), to: time.Now().Add(2 * time.Hour)}}
 	rep, err := check(ctx, st, runs, ids, frozen)
 	if err != nil {
@@ -100,11 +123,11 @@ func TestCheckerCountsEachViolation(t *testing.T) {
 	if rep.zero() {
 		t.Error("zero() with violations")
 	}
-	if rep.executions != 7 || rep.reruns != 2 {
-		t.Errorf("executions=%d reruns=%d, want 7 and 2", rep.executions, rep.reruns)
+	if rep.executions != 8 || rep.reruns != 2 || rep.recovered != 1 || rep.retried != 0 {
+		t.Errorf("executions=%d reruns=%d recovered=%d retried=%d, want 8, 2, 1 and 0", rep.executions, rep.reruns, rep.recovered, rep.retried)
 	}
 	for _, p := range rep.problems {
-		if strings.HasPrefix(p, "ok:") {
+		if strings.HasPrefix(p, "ok:") || strings.HasPrefix(p, "rec:") {
 			t.Errorf("a clean job reported: %s", p)
 		}
 	}
