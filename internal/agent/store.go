@@ -209,7 +209,7 @@ func (s *storeAttempt) Commit(to job.State, reason string, mutate func(*job.Job)
 	s.handler = false
 	s.mu.Unlock()
 	if rec {
-		_ = localrun.Remove(s.local, s.agent, s.c.Job().ID) // left behind: watchdogd removes it
+		_ = localrun.Remove(s.local, s.agent, s.c.Job().ID, s.c.Token()) // left behind: watchdogd removes it
 	}
 	ctx, cancel := call()
 	defer cancel()

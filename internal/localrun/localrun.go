@@ -47,7 +47,12 @@ type Record struct {
 // Lease is the claim's lease.
 func (r Record) Lease() time.Duration { return time.Duration(r.LeaseMS) * time.Millisecond }
 
-func name(agent, id string) string { return agent + "." + id + ".json" }
+// name is a record's file name: one per claim (agent, job and fencing
+// token), so that an attempt's record is never replaced or removed by
+// another attempt's of the same job on the same agent (the commit of a
+// fenced attempt runs behind the slot, while the job's next claim may
+// already be starting its handler here).
+func name(agent, id, token string) string { return agent + "." + id + "." + token + ".json" }
 
 // Write records r under local (atomically: a reader sees the whole record
 // or none).
@@ -58,12 +63,15 @@ func Write(local string, r Record) error {
 	if err := job.ValidateID(r.Agent); err != nil {
 		return err
 	}
+	if err := job.ValidateID(r.ClaimToken); err != nil {
+		return fmt.Errorf("claim token: %w", err)
+	}
 	dir := filepath.Join(local, Dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(r)
-	return WriteFile(filepath.Join(dir, name(r.Agent, r.JobID)), append(b, '\n'))
+	return WriteFile(filepath.Join(dir, name(r.Agent, r.JobID, r.ClaimToken)), append(b, '\n'))
 }
 
 // WriteFile replaces path with data atomically (a temporary dot file
@@ -93,9 +101,14 @@ func WriteFile(path string, data []byte) error {
 	return nil
 }
 
-// Remove deletes the record of agent's handler of job id (none: nil).
-func Remove(local, agent, id string) error {
-	err := os.Remove(filepath.Join(local, Dir, name(agent, id)))
+// Remove deletes the record of agent's handler of job id for the claim
+// whose fencing token is token (none: nil); another claim's record of
+// the same job stays.
+func Remove(local, agent, id, token string) error {
+	if job.ValidateID(agent) != nil || job.ValidateID(id) != nil || job.ValidateID(token) != nil {
+		return nil // never written
+	}
+	err := os.Remove(filepath.Join(local, Dir, name(agent, id, token)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -130,8 +143,8 @@ func List(local string) ([]Entry, error) {
 		en := Entry{Path: filepath.Join(dir, n)}
 		b, err := fsq.ReadFileCapped(en.Path, maxRecord)
 		if err == nil {
-			if err = json.Unmarshal(b, &en.Record); err == nil && name(en.Record.Agent, en.Record.JobID) != n {
-				err = fmt.Errorf("record names job %q of agent %q, not its file's", en.Record.JobID, en.Record.Agent)
+			if err = json.Unmarshal(b, &en.Record); err == nil && name(en.Record.Agent, en.Record.JobID, en.Record.ClaimToken) != n {
+				err = fmt.Errorf("record names job %q of agent %q, claim %q, not its file's", en.Record.JobID, en.Record.Agent, en.Record.ClaimToken)
 			}
 		}
 		en.Err = err

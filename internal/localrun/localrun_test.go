@@ -27,8 +27,8 @@ func TestRecords(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "w1.fifo.json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "w1.job-1.json"))
-	if err := os.WriteFile(filepath.Join(dir, "w2.job-9.json"), b, 0o644); err != nil {
+	b, _ := os.ReadFile(filepath.Join(dir, "w1.job-1.abc.json"))
+	if err := os.WriteFile(filepath.Join(dir, "w2.job-9.abc.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ents, err := List(local)
@@ -37,7 +37,7 @@ func TestRecords(t *testing.T) {
 	}
 	for _, e := range ents {
 		switch filepath.Base(e.Path) {
-		case "w1.job-1.json":
+		case "w1.job-1.abc.json":
 			if e.Err != nil || e.Record.ClaimToken != "abc" || e.Record.Lease() != 30*time.Second || e.Record.Handler.PID != 42 {
 				t.Errorf("record: %+v", e)
 			}
@@ -47,11 +47,40 @@ func TestRecords(t *testing.T) {
 			}
 		}
 	}
-	if err := Remove(local, "w1", "job-1"); err != nil {
+	if err := Remove(local, "w1", "job-1", "abc"); err != nil {
 		t.Fatal(err)
 	}
-	if err := Remove(local, "w1", "job-1"); err != nil {
+	if err := Remove(local, "w1", "job-1", "abc"); err != nil {
 		t.Errorf("removing a removed record: %v", err)
+	}
+	if err := Write(local, Record{JobID: "job-1", Agent: "w1", ClaimToken: "../x"}); err == nil {
+		t.Error("a record for an invalid claim token was written")
+	}
+}
+
+// Two claims of one job on one agent (a fenced attempt whose commit runs
+// behind the slot while the job's next claim starts its handler) each
+// have their record: removing the old claim's, late, leaves the new
+// one's for watchdogd to see.
+func TestRecordsOfTwoClaimsOfOneJob(t *testing.T) {
+	t.Parallel()
+	local := t.TempDir()
+	old := Record{JobID: "job-1", Agent: "w1", ClaimToken: "aaaa", Attempt: 2, LeaseMS: 2000, Handler: proc.Identity{PID: 41}}
+	cur := Record{JobID: "job-1", Agent: "w1", ClaimToken: "bbbb", Attempt: 3, LeaseMS: 2000, Handler: proc.Identity{PID: 42}}
+	for _, r := range []Record{old, cur} {
+		if err := Write(local, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Remove(local, old.Agent, old.JobID, old.ClaimToken); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := List(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Err != nil || ents[0].Record.ClaimToken != "bbbb" || ents[0].Record.Handler.PID != 42 {
+		t.Fatalf("after the old claim's record was removed: %+v, want the new claim's alone", ents)
 	}
 }
 

@@ -75,6 +75,8 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	stop   sync.Once
+	bin    string
+	cred   *syscall.Credential
 }
 
 // StartServer runs initdb and postgres in dir (created if needed), and
@@ -147,7 +149,7 @@ func startPostgres(bin, dir, data, sock string, port int, cred *syscall.Credenti
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Server{Dir: dir, Port: port, Socket: sock, cmd: cmd, exited: make(chan struct{}),
+	s := &Server{Dir: dir, Port: port, Socket: sock, cmd: cmd, exited: make(chan struct{}), bin: bin, cred: cred,
 		URL: fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", User, port)}
 	go func() { _ = cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(time.Minute)
@@ -204,6 +206,40 @@ func (s *Server) Stop() {
 	})
 }
 
+// Kill crashes the server: SIGKILL to the postmaster and every backend
+// (its process group), as a power cut or the OOM killer would, and waits
+// for the postmaster to be gone. Restart starts it again on the same
+// data directory and port; PostgreSQL recovers from its WAL.
+func (s *Server) Kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.exited
+}
+
+// Restart starts a server stopped by Kill (or Stop) again on the same
+// data directory, port and socket, and waits until it accepts
+// connections. A crashed server's backends may take a moment to exit
+// and free the port: Restart tries again for up to a minute.
+func (s *Server) Restart() error {
+	select {
+	case <-s.exited:
+	default:
+		return fmt.Errorf("testpg: restart of a server that is still running (pid %d)", s.cmd.Process.Pid)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := startPostgres(s.bin, s.Dir, filepath.Join(s.Dir, "data"), s.Socket, s.Port, s.cred)
+		if err == nil {
+			s.cmd, s.exited = n.cmd, n.exited
+			s.stop = sync.Once{}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 var (
 	once    sync.Once
 	shared  *Server
@@ -234,6 +270,25 @@ func Start(t testing.TB) string {
 		t.Fatalf("testpg: %v", errOnce)
 	}
 	return shared.URL
+}
+
+// StartPrivate starts a server of the test's own (not the binary's
+// shared one), for a test that crashes or restarts it; it is stopped and
+// its directory removed when the test ends. Its directory is not under
+// t.TempDir, whose parents the postgres user may not enter.
+func StartPrivate(t testing.TB) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "farro-testpg-")
+	if err != nil {
+		t.Fatalf("testpg: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	s, err := StartServer(dir)
+	if err != nil {
+		t.Fatalf("testpg: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
 }
 
 // Main runs the package's tests (from TestMain) and then stops the

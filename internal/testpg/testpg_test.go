@@ -72,3 +72,36 @@ func TestNotInstalledSaysWhatToInstall(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A server crashed by Kill (every process SIGKILLed) comes back with
+// Restart on the same port, with every committed row.
+func TestKillAndRestartKeepCommittedRows(t *testing.T) {
+	s := StartPrivate(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	pid := s.PID()
+	s.Kill()
+	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a connection to a killed server still works")
+	}
+	_ = conn.Close(context.Background())
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if s.PID() == pid {
+		t.Fatal("Restart did not start a new postmaster")
+	}
+	if got := query(t, s.URL, "SELECT v::text FROM t"); got != "42" {
+		t.Fatalf("after a crash and restart, t holds %q, want 42", got)
+	}
+	if err := s.Restart(); err == nil {
+		t.Fatal("Restart of a running server did not fail")
+	}
+}

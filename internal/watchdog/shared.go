@@ -117,7 +117,7 @@ func (s *shared) stopLocal(ctx context.Context) {
 		if !alive {
 			// Gone (finished, or died with its agentd): nothing to stop.
 			delete(s.killed, e.Path)
-			_ = localrun.Remove(s.cfg.Local, r.Agent, r.JobID)
+			_ = localrun.Remove(s.cfg.Local, r.Agent, r.JobID, r.ClaimToken)
 			continue
 		}
 		if gerr != nil {

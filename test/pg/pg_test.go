@@ -6,7 +6,6 @@
 package pg
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -65,21 +64,6 @@ func (d *daemon) stop(sig syscall.Signal) {
 	_ = d.cmd.Wait()
 }
 
-// The handler: appends "start ID TOKEN ATTEMPT" and "end ID TOKEN" to a
-// file all the agents share; it holds an exclusive flock on a file of
-// the job's while it runs (released by the kernel when it dies), and
-// writes "overlap ID TOKEN" if another execution of the same job holds
-// it. A prompt with "fail" fails its first attempt.
-const handlerScript = `#!/bin/sh
-prompt=$(cat)
-exec 9>"$LOCKS/$FARRO_JOB_ID"
-if ! flock -n 9; then echo "overlap $FARRO_JOB_ID $FARRO_CLAIM_TOKEN" >> "$RUNS"; exit 0; fi
-echo "start $FARRO_JOB_ID $FARRO_CLAIM_TOKEN $FARRO_ATTEMPT" >> "$RUNS"
-sleep 0.05 9>&-
-case "$prompt" in *fail*) if [ "$FARRO_ATTEMPT" = 1 ]; then echo "end $FARRO_JOB_ID $FARRO_CLAIM_TOKEN" >> "$RUNS"; echo "failing on purpose" >&2; exit 7; fi;; esac
-echo "end $FARRO_JOB_ID $FARRO_CLAIM_TOKEN" >> "$RUNS"
-`
-
 // Two agents on two "hosts" share one queue of 200 jobs; one of them is
 // SIGKILLed mid-run and restarted. Every job succeeds; no execution of a
 // job overlaps another of the same job; the jobs whose first attempt
@@ -100,11 +84,12 @@ func TestTwoHostsShareOneQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "handler.sh")
-	if err := os.WriteFile(script, []byte(handlerScript), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte(stormHandler), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("LOCKS", locks)
 	t.Setenv("RUNS", runs)
+	t.Setenv("SLEEP", "0.05")
 
 	st, err := pgstore.Open(ctx, url)
 	if err != nil {
@@ -112,13 +97,12 @@ func TestTwoHostsShareOneQueue(t *testing.T) {
 	}
 	defer st.Close()
 	const n = 200
-	failing := map[string]bool{}
 	var reqs []job.SubmitRequest
 	for i := range n {
 		id := fmt.Sprintf("job-%03d", i)
 		prompt := `{"n":` + fmt.Sprint(i) + `}`
 		if i%40 == 7 {
-			prompt, failing[id] = `{"fail":true}`, true
+			prompt = `{"fail":true}`
 		}
 		reqs = append(reqs, job.SubmitRequest{ID: id, Kind: "exec", Prompt: []byte(prompt), Actor: "test"})
 	}
@@ -175,77 +159,29 @@ func TestTwoHostsShareOneQueue(t *testing.T) {
 		d.stop(syscall.SIGTERM)
 	}
 
-	// Every job succeeded; its last "end" line is its final claim's.
-	type exec1 struct {
-		token     string
-		started   bool
-		ended     bool
-		attemptNo string
+	// Every job succeeded once, by a claim whose handler ran to its end;
+	// no two executions of a job overlapped.
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.ID
 	}
-	perJob := map[string][]*exec1{}
-	f, err := os.Open(runs)
+	rep, err := check(ctx, st, runs, ids, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		w := strings.Fields(sc.Text())
-		if len(w) < 3 {
-			t.Fatalf("bad line in the runs file: %q", sc.Text())
-		}
-		switch w[0] {
-		case "overlap":
-			t.Errorf("job %s: two executions at the same time (claim %s found another running)", w[1], w[2])
-		case "start":
-			for _, e := range perJob[w[1]] {
-				if e.token == w[2] {
-					t.Errorf("job %s: claim %s started twice", w[1], w[2])
-				}
-			}
-			perJob[w[1]] = append(perJob[w[1]], &exec1{token: w[2], started: true, attemptNo: w[3]})
-		case "end":
-			es := perJob[w[1]]
-			if len(es) == 0 || es[len(es)-1].token != w[2] {
-				t.Errorf("job %s: end of claim %s is not the end of the last one started", w[1], w[2])
-				continue
-			}
-			es[len(es)-1].ended = true
-		}
+	if !rep.zero() {
+		t.Errorf("checker: %s; first problems:\n%s\nlogs in %s", rep.counts(), strings.Join(rep.problems, "\n"), dir)
 	}
-	reran, retried := 0, 0
-	for _, r := range reqs {
-		j, err := st.Get(ctx, r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		es := perJob[r.ID]
-		if j.Status != job.Succeeded || len(es) == 0 {
-			t.Errorf("%s: %s with %d executions", r.ID, j.Status, len(es))
-			continue
-		}
-		if last := es[len(es)-1]; last.token != j.ClaimToken || !last.ended {
-			t.Errorf("%s: its last execution (%+v) is not its succeeded claim %s", r.ID, last, j.ClaimToken)
-		}
-		// A job failing on purpose fails its first attempt if that one
-		// ran (not cut short by the kill): managerd retries it.
-		if failing[r.ID] && es[0].attemptNo == "1" && es[0].ended {
-			if len(es) < 2 || j.Attempts < 2 {
-				t.Errorf("%s: failed on purpose, yet %d executions, %d attempts: not retried", r.ID, len(es), j.Attempts)
-			}
-			retried++
-		}
-		if !failing[r.ID] && len(es) > 1 {
-			reran++
-		}
-	}
-	if retried == 0 {
+	// The jobs failing on purpose failed their first attempt and
+	// managerd retried them; the kill of an agent mid-run made more jobs
+	// run again.
+	if rep.retried == 0 {
 		t.Error("no job failed on purpose and was retried")
 	}
-	if reran == 0 {
-		t.Error("no job ran again after the agent was killed: the kill did not land mid-run")
+	if rep.reruns <= rep.retried {
+		t.Errorf("%d reruns, %d of them retries: no job ran again after the agent was killed: the kill did not land mid-run", rep.reruns, rep.retried)
 	}
-	t.Logf("%d jobs ran again after the kill of an agent", reran)
+	t.Logf("%d executions, %d reruns (%d retries of a failure)", rep.executions, rep.reruns, rep.retried)
 
 	// Every daemon line is one JSON object with no key twice; the
 	// watchdog recovered the killed agent's claims by their lease.
