@@ -371,7 +371,7 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 	if !cfg.peers && cfg.pgWanted() {
 		var err error
 		logf("%s: starting PostgreSQL", col)
-		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg"), colLogs); err != nil {
+		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg")); err != nil {
 			// Smoke mode goes on without it, and says why.
 			cfg.pg.skip = "PostgreSQL did not start: " + err.Error()
 			r.Note("farro on PostgreSQL not measured on %s: %v", col, err)
@@ -384,7 +384,7 @@ func measureColumn(cfg config, r *report.Report, bins farrob.Bins, c column, log
 	if cfg.peers && (cfg.want("throughput") || cfg.want("insert") || cfg.want("pickup") || cfg.pgWanted()) {
 		var err error
 		logf("%s: starting PostgreSQL and Redis", col)
-		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg"), colLogs); err != nil {
+		if pg, err = peers.StartPostgres(filepath.Join(c.dir, "pg")); err != nil {
 			return err
 		}
 		defer pg.Stop()

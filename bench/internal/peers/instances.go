@@ -9,102 +9,45 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/farro-dev/farro/bench/internal/sys"
+	"github.com/farro-dev/farro/internal/testpg"
 )
 
-// Postgres is a private PostgreSQL instance (initdb under a temp dir,
-// listening on 127.0.0.1 only, default durability: fsync=on,
-// synchronous_commit=on).
+// Postgres is a private PostgreSQL instance: internal/testpg's server
+// (initdb under dir, listening on 127.0.0.1 only, default durability:
+// fsync=on, synchronous_commit=on, full_page_writes=on; as root it runs as
+// the postgres system user, which Debian's package creates). Its log is
+// dir/postgres.log.
 type Postgres struct {
 	Dir  string
 	Port int
 	DSN  string
-	proc *sys.Proc
+	srv  *testpg.Server
 }
 
-// StartPostgres runs initdb and postgres in dir. As root, both run as the
-// postgres system user (which Debian's package creates).
-func StartPostgres(dir, logDir string) (*Postgres, error) {
-	bin := sys.PGBin()
-	if bin == "" {
-		return nil, fmt.Errorf("postgresql is not installed")
-	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("running as root needs the postgres user to run PostgreSQL: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
-	data, sock := filepath.Join(dir, "data"), filepath.Join(dir, "sock")
-	for _, d := range []string{dir, sock} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-		if cred != nil {
-			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	port, err := sys.FreePort()
+// StartPostgres starts the instance in dir and returns once it accepts
+// connections.
+func StartPostgres(dir string) (*Postgres, error) {
+	srv, err := testpg.StartServer(dir)
 	if err != nil {
 		return nil, err
 	}
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "bench", "--auth=trust", "-E", "UTF8", "--no-instructions")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", sock,
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	cmd.Dir = dir
-	logPath := filepath.Join(logDir, "postgres.log")
-	p, err := sys.Start("postgres", cmd, logPath)
-	if err != nil {
-		return nil, err
-	}
-	pg := &Postgres{Dir: dir, Port: port, proc: p,
-		DSN: fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", port)}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		conn, err := pgx.Connect(ctx, pg.DSN)
-		cancel()
-		if err == nil {
-			conn.Close(context.Background())
-			return pg, nil
-		}
-		if p.Exited() || time.Now().After(deadline) {
-			pg.Stop()
-			return nil, fmt.Errorf("postgres did not start: %v (log %s)", err, logPath)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return &Postgres{Dir: dir, Port: srv.Port, DSN: srv.URL, srv: srv}, nil
 }
 
 // PID is the postmaster's process id (its backends are its children:
 // sys.TreeCPU of it is the instance's CPU time).
-func (p *Postgres) PID() int { return p.proc.PID() }
+func (p *Postgres) PID() int { return p.srv.PID() }
 
 // Stop shuts PostgreSQL down (SIGINT to its PID: fast shutdown).
-func (p *Postgres) Stop() {
-	p.proc.Stop(syscall.SIGINT, 30*time.Second)
-}
+func (p *Postgres) Stop() { p.srv.Stop() }
 
 // Redis is a private redis-server with an append-only file fsynced on
 // every write (appendonly yes, appendfsync always) and no RDB snapshots.

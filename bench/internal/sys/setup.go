@@ -4,29 +4,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
+
+	"github.com/farro-dev/farro/internal/testpg"
 )
 
 // PGBin returns the directory of PostgreSQL's server binaries (initdb,
-// postgres) as Debian installs them, or "" if there is none.
-func PGBin() string {
-	ms, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	sort.Strings(ms)
-	for i := len(ms) - 1; i >= 0; i-- {
-		dir := filepath.Dir(ms[i])
-		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
-			return dir
-		}
-	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Dir(r)
-		}
-	}
-	return ""
-}
+// postgres), or "" if there is none: internal/testpg's, which starts the
+// bench's instance.
+func PGBin() string { return testpg.Bin() }
 
 // EnsurePackages installs PostgreSQL and Redis from Debian's packages when
 // they are missing (apt-get update once, then apt-get install). Services
