@@ -1,7 +1,6 @@
 package farrob
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -249,24 +248,12 @@ func (b Bins) PGBurnDown(cfg PGBurnConfig) (PGBurnResult, error) {
 		}
 		agents = append(agents, a)
 	}
-	deadline := start.Add(cfg.Timeout)
-	for {
-		var n int
-		if err := count.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'succeeded'`).Scan(&n); err != nil {
-			return PGBurnResult{}, err
-		}
-		if n >= cfg.Jobs {
-			break
-		}
-		if time.Now().After(deadline) {
-			return PGBurnResult{}, fmt.Errorf("burn-down on postgres: %d of %d jobs succeeded after %s (logs in %s)", n, cfg.Jobs, cfg.Timeout, cfg.LogDir)
-		}
-		for _, a := range agents {
-			if a.Exited() {
-				return PGBurnResult{}, fmt.Errorf("burn-down on postgres: %s exited (log %s)", a.Name, a.Log)
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	succeeded := func() (n int, err error) {
+		err = count.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'succeeded'`).Scan(&n)
+		return n, err
+	}
+	if err := waitSucceeded("burn-down on postgres", succeeded, cfg.Jobs, cfg.Timeout, start, agents, cfg.LogDir); err != nil {
+		return PGBurnResult{}, err
 	}
 	res := PGBurnResult{BurnResult: BurnResult{Jobs: cfg.Jobs, Elapsed: time.Since(start)}}
 	if cfg.PG.CPU != nil {
@@ -346,21 +333,11 @@ func (b Bins) PGPickup(pg PG, base, logDir string, probes int) (PickupResult, er
 		return PickupResult{}, err
 	}
 	fifo := filepath.Join(root, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		return PickupResult{}, err
-	}
-	ff, err := os.OpenFile(fifo, os.O_RDWR, 0) // O_RDWR: never EOF between writers
+	ff, started, err := readStamps(fifo)
 	if err != nil {
 		return PickupResult{}, err
 	}
 	defer ff.Close()
-	started := make(chan stamp, 16)
-	go func() {
-		sc := bufio.NewScanner(ff)
-		for sc.Scan() {
-			started <- stamp{id: strings.TrimSpace(sc.Text()), t: time.Now()}
-		}
-	}()
 	st, err := pgstore.Open(ctx, dbURL)
 	if err != nil {
 		return PickupResult{}, err

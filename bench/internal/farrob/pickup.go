@@ -40,21 +40,11 @@ func (b Bins) Pickup(base, logDir string, probes int) (PickupResult, error) {
 	}
 	defer sys.RemoveTree(root)
 	fifo := filepath.Join(root, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		return PickupResult{}, err
-	}
-	ff, err := os.OpenFile(fifo, os.O_RDWR, 0) // O_RDWR: never EOF between writers
+	ff, started, err := readStamps(fifo)
 	if err != nil {
 		return PickupResult{}, err
 	}
 	defer ff.Close()
-	started := make(chan stamp, 16)
-	go func() {
-		sc := bufio.NewScanner(ff)
-		for sc.Scan() {
-			started <- stamp{id: strings.TrimSpace(sc.Text()), t: time.Now()}
-		}
-	}()
 
 	sup, err := b.StartSupport(s.Root, logDir)
 	if err != nil {
@@ -135,4 +125,25 @@ func waitExists(path string, timeout time.Duration) error {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// readStamps reads one job ID per line from the FIFO at path (opened
+// O_RDWR: never EOF between writers) and sends each with the time it was
+// read. The caller closes the returned file.
+func readStamps(path string) (*os.File, <-chan stamp, error) {
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return nil, nil, err
+	}
+	ff, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	started := make(chan stamp, 16)
+	go func() {
+		sc := bufio.NewScanner(ff)
+		for sc.Scan() {
+			started <- stamp{id: strings.TrimSpace(sc.Text()), t: time.Now()}
+		}
+	}()
+	return ff, started, nil
 }

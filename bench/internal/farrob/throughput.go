@@ -70,24 +70,9 @@ func (b Bins) BurnDown(cfg BurnConfig) (BurnResult, error) {
 		agents = append(agents, a)
 	}
 	done := s.StateDir(job.Succeeded)
-	deadline := start.Add(cfg.Timeout)
-	for {
-		n, err := CountJobDirs(done, cfg.Jobs)
-		if err != nil {
-			return BurnResult{}, err
-		}
-		if n >= cfg.Jobs {
-			break
-		}
-		if time.Now().After(deadline) {
-			return BurnResult{}, fmt.Errorf("burn-down: %d of %d jobs succeeded after %s (logs in %s)", n, cfg.Jobs, cfg.Timeout, cfg.LogDir)
-		}
-		for _, a := range agents {
-			if a.Exited() {
-				return BurnResult{}, fmt.Errorf("burn-down: %s exited (log %s)", a.Name, a.Log)
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitSucceeded("burn-down", func() (int, error) { return CountJobDirs(done, cfg.Jobs) },
+		cfg.Jobs, cfg.Timeout, start, agents, cfg.LogDir); err != nil {
+		return BurnResult{}, err
 	}
 	res := BurnResult{Jobs: cfg.Jobs, Elapsed: time.Since(start)}
 	for _, a := range agents {
@@ -104,4 +89,29 @@ func (b Bins) BurnDown(cfg BurnConfig) (BurnResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// waitSucceeded polls count every 10 ms until it reaches jobs, and fails
+// once timeout has passed since start or as soon as one of the agents
+// exits.
+func waitSucceeded(what string, count func() (int, error), jobs int, timeout time.Duration, start time.Time, agents []*sys.Proc, logDir string) error {
+	deadline := start.Add(timeout)
+	for {
+		n, err := count()
+		if err != nil {
+			return err
+		}
+		if n >= jobs {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d of %d jobs succeeded after %s (logs in %s)", what, n, jobs, timeout, logDir)
+		}
+		for _, a := range agents {
+			if a.Exited() {
+				return fmt.Errorf("%s: %s exited (log %s)", what, a.Name, a.Log)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
