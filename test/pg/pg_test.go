@@ -20,6 +20,7 @@ import (
 	"github.com/farro-dev/farro/internal/testbin"
 	"github.com/farro-dev/farro/internal/testpg"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
@@ -146,7 +147,25 @@ func TestTwoHostsShareOneQueue(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	a1.stop(syscall.SIGKILL) // mid-run: its handlers die with it, its claims wait for their lease
+	// Kill w1 mid-run: once a job it claimed has been running a little
+	// (its handler started) and not long enough to end (it sleeps 50ms).
+	for midRun := false; !midRun; {
+		if time.Now().After(deadline) {
+			t.Fatalf("w1 never held a running job; see %s", dir)
+		}
+		err := st.List(ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
+			if j.Agent == "w1" && j.StartedAt != nil {
+				if age := time.Since(*j.StartedAt); age > 10*time.Millisecond && age < 30*time.Millisecond {
+					midRun = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1.stop(syscall.SIGKILL) // its handlers die with it, its claims wait for their lease
 	a1 = agent("w1", h1)
 	for succeeded() < n {
 		if time.Now().After(deadline) {
