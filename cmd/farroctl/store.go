@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -14,7 +15,8 @@ import (
 
 // globalStoreFlag is farroctl's --store (else FARRO_STORE): a
 // postgres:// URL runs the job commands on that database; a directory is
-// the spool, as --spool (which wins when given too).
+// the spool, as --spool (giving both, naming two directories, is a usage
+// error: oneSpool).
 func globalStoreFlag() cli.Flag {
 	f := *commandStoreFlag
 	f.EnvVars = []string{"FARRO_STORE"}
@@ -76,11 +78,56 @@ func storeAnywhere(cmds []*cli.Command, nested, spoolOnly bool) {
 		if !slices.ContainsFunc(cmd.Flags, hasStoreFlag) {
 			cmd.Flags = append(cmd.Flags, commandStoreFlag)
 		}
-		if only && len(cmd.Subcommands) == 0 && cmd.Before == nil {
-			cmd.Before = refuseOnStore
+		if len(cmd.Subcommands) == 0 {
+			// Static functions, not a closure per command: every start
+			// builds the whole tree (TestVersionAllocatesLittle).
+			check := oneSpool
+			if only {
+				check = oneSpoolNotOnStore
+			}
+			if cmd.Before != nil {
+				check = chainBefore(check, cmd.Before)
+			}
+			cmd.Before = check
 		}
 		storeAnywhere(cmd.Subcommands, true, only)
 	}
+}
+
+// chainBefore runs a, then b unless a failed.
+func chainBefore(a, b cli.BeforeFunc) cli.BeforeFunc {
+	return func(cc *cli.Context) error {
+		if err := a(cc); err != nil {
+			return err
+		}
+		return b(cc)
+	}
+}
+
+// oneSpool is the usage error of a --store that names a directory other
+// than the --spool given beside it (flag or FARRO_SPOOL), as the daemons
+// refuse it: which of the two was meant cannot be guessed.
+func oneSpool(cc *cli.Context) error {
+	st := storeFor(cc)
+	if st == "" || store.IsPostgresURL(st) {
+		return nil
+	}
+	sp, given := localFlag(cc, daemon.SpoolFlag.Name)
+	if !given {
+		sp, given = os.Getenv("FARRO_SPOOL"), os.Getenv("FARRO_SPOOL") != ""
+	}
+	if given && filepath.Clean(sp) != filepath.Clean(st) {
+		return ctl.Usagef("--store and --spool name two different spools (%q, %q): give one", st, sp)
+	}
+	return nil
+}
+
+// oneSpoolNotOnStore is the check of a spool-only command.
+func oneSpoolNotOnStore(cc *cli.Context) error {
+	if err := oneSpool(cc); err != nil {
+		return err
+	}
+	return refuseOnStore(cc)
 }
 
 func hasStoreFlag(f cli.Flag) bool { return daemon.FlagNamed(f, "store") }

@@ -83,4 +83,21 @@ func TestStoreWiring(t *testing.T) {
 	if code, stdout, stderr := farroctlIn("", "ls", "--spool", spool); code != 0 || !strings.Contains(stdout, "spooljob") {
 		t.Fatalf("ls --spool after submit --store DIR: exit %d, %q %q", code, stdout, stderr)
 	}
+	if code, stdout, stderr := farroctlIn("", "ls", "--store", spool+"/", "--spool", spool); code != 0 || !strings.Contains(stdout, "spooljob") {
+		t.Fatalf("ls with --store and --spool naming one spool: exit %d, %q %q", code, stdout, stderr)
+	}
+	// Two different directories: which was meant cannot be guessed.
+	for _, args := range [][]string{
+		{"--store", spool, "ls", "--spool", t.TempDir()},
+		{"--spool", t.TempDir(), "submit", "--store", spool},
+	} {
+		code, stdout, stderr := farroctlIn(`{}`, args...)
+		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "name two different spools") {
+			t.Errorf("%v: exit %d, %q %q", args, code, stdout, stderr)
+		}
+	}
+	t.Setenv("FARRO_SPOOL", t.TempDir())
+	if code, _, stderr := farroctlIn("", "ls", "--store", spool); code != 2 || !strings.Contains(stderr, "name two different spools") {
+		t.Errorf("--store DIR against another FARRO_SPOOL: exit %d, %q", code, stderr)
+	}
 }
