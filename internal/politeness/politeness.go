@@ -73,6 +73,9 @@ type Gates struct {
 	poll time.Duration
 	// maxHold is MaxHold (tests shorten it).
 	maxHold time.Duration
+	// OnBadFile, when set, is told of every file found at a gate's path
+	// that was not a gate, moved aside or not (for the daemon's log).
+	OnBadFile func(*BadFileError)
 }
 
 // Open returns the gates of the spool at root.
@@ -185,20 +188,16 @@ func quarantine(path, why string) *BadFileError {
 	return e
 }
 
-// Quarantined is called with every file moved aside (logging); nil:
-// nothing.
-var Quarantined func(*BadFileError)
-
-func reportBad(e *BadFileError) {
-	if Quarantined != nil {
-		Quarantined(e)
+func (g *Gates) reportBad(e *BadFileError) {
+	if g.OnBadFile != nil {
+		g.OnBadFile(e)
 	}
 }
 
 // openRegular opens path for reading and writing, creating it, without
 // following a symlink or blocking on a FIFO, and only if it is a regular
 // file; anything else is moved aside and a new file made (once).
-func openRegular(path string, create bool) (*os.File, error) {
+func (g *Gates) openRegular(path string, create bool) (*os.File, error) {
 	for try := 0; ; try++ {
 		flags := os.O_RDWR | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 		if create {
@@ -227,7 +226,7 @@ func openRegular(path string, create bool) (*os.File, error) {
 			return nil, fmt.Errorf("politeness gate %s: %w", path, err)
 		}
 		e := quarantine(path, why)
-		reportBad(e)
+		g.reportBad(e)
 		if e.Moved == "" || try > 0 {
 			return nil, e
 		}
@@ -243,7 +242,7 @@ func (g *Gates) lockRecord(ctx context.Context, domain string) (*os.File, record
 	}
 	pause := 200 * time.Microsecond
 	for {
-		f, err := openRegular(path, true)
+		f, err := g.openRegular(path, true)
 		if err != nil {
 			return nil, record{}, err
 		}
@@ -271,7 +270,7 @@ func (g *Gates) lockRecord(ctx context.Context, domain string) (*os.File, record
 					return f, r, nil
 				}
 				e := quarantine(path, fmt.Sprintf("not a gate record (%d bytes or more)", n))
-				reportBad(e)
+				g.reportBad(e)
 				unlock(f)
 				if e.Moved == "" {
 					return nil, record{}, e
@@ -454,7 +453,7 @@ func (g *Gates) takeSlot(domain string, limit, known int) (*os.File, int, error)
 		if mine != nil && known <= limit {
 			break // nobody counts more slots than this turn's cap
 		}
-		f, err := openRegular(g.slotPath(domain, k), true)
+		f, err := g.openRegular(g.slotPath(domain, k), true)
 		if err != nil {
 			if mine != nil {
 				mine.Close()

@@ -273,6 +273,13 @@ func TestHostileGateFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	g := At(dir)
+	var mu sync.Mutex
+	var told []string
+	g.OnBadFile = func(e *BadFileError) {
+		mu.Lock()
+		told = append(told, e.Error())
+		mu.Unlock()
+	}
 	outside := filepath.Join(t.TempDir(), "target")
 	if err := os.WriteFile(outside, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
@@ -321,6 +328,14 @@ func TestHostileGateFiles(t *testing.T) {
 		}
 		if len(aside) != 1 {
 			t.Errorf("%s: moved aside: %v, want one file", d, aside)
+		}
+	}
+	if len(told) != len(setup) {
+		t.Errorf("OnBadFile told of %d files, want %d: %q", len(told), len(setup), told)
+	}
+	for _, m := range told {
+		if strings.Contains(m, "\n") || !strings.Contains(m, "moved to") {
+			t.Errorf("bad file report %q: want one line saying where it went", m)
 		}
 	}
 	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep me" {
