@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/logx/logxtest"
+	"github.com/farro-dev/farro/internal/politeness"
 	"github.com/farro-dev/farro/internal/realsite"
 	"github.com/farro-dev/farro/internal/source"
 	"github.com/farro-dev/farro/pkg/job"
@@ -20,7 +23,8 @@ import (
 // nginx's access log, no two requests to the host (pages, robots.txt,
 // sitemaps, checks, whoever made them) closer than the interval they all
 // ask, and every party did make requests. With a gate per crawl and
-// another for the checks, their requests land next to each other.
+// another for the checks, their requests land next to each other. A FIFO
+// planted at the host's gate is moved aside and logged, blocking nobody.
 func TestOnePolitenessPerHost(t *testing.T) {
 	bin := binaries(t)
 	if why := realsite.Available(); why != "" {
@@ -46,6 +50,19 @@ func TestOnePolitenessPerHost(t *testing.T) {
 	ms := fmt.Sprint(interval.Milliseconds()) + "ms"
 	start := time.Now()
 	f := newFarro(t, bin, dir)
+	// A FIFO where the host's gate goes: moved aside by the first request
+	// (and logged), never blocking anyone.
+	host, _, err := crawl.DomainOf(ng.URL("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := politeness.Open(f.spool)
+	if err := os.MkdirAll(filepath.Dir(gates.Path(host)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(gates.Path(host), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f.startWatchdog()
 	f.startManager()
 	f.startAgents(2, 8)
@@ -103,6 +120,26 @@ func TestOnePolitenessPerHost(t *testing.T) {
 	}
 	if len(tooClose) > 0 {
 		t.Errorf("%d of %d consecutive requests to the host closer than %s:\n%s", len(tooClose), len(log)-1, interval, strings.Join(tooClose, "\n"))
+	}
+	// Every line the agents logged is one strict JSON object; one of
+	// them says the FIFO was moved aside.
+	warned := 0
+	for _, a := range f.agents {
+		b, err := os.ReadFile(filepath.Join(dir, "logs", a.name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, problems := logxtest.Scan(b)
+		for _, p := range problems {
+			t.Errorf("%s line %d: %v: %s", a.name, p.Line, p.Err, p.Text)
+		}
+		warned += strings.Count(string(b), `"a file at a politeness gate's path is not a gate"`)
+	}
+	aside, _ := filepath.Glob(gates.Path(host) + "@bad-*")
+	if warned != 1 || len(aside) != 1 {
+		t.Errorf("the FIFO at the gate: %d warnings logged, moved aside to %v; want one of each", warned, aside)
+	} else if fi, err := os.Lstat(aside[0]); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("moved aside: %v %v, want the FIFO", fi, err)
 	}
 	t.Logf("%d requests to the host (%v) in %s from the daemons' start, %d closer than %s - %s", len(log), by,
 		time.Since(start).Round(time.Millisecond), len(tooClose), interval, tolerance)
