@@ -174,7 +174,7 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 
 // checkAsk is what a check (or its robots.txt fetch) asks of its
 // domain's politeness gate: its interval, and no other request to the
-// domain under way, whoever makes it (seed 003: one at a time).
+// domain under way, whoever makes it.
 func checkAsk(interval time.Duration) politeness.Ask {
 	return politeness.Ask{Interval: interval, MaxInFlight: 1}
 }

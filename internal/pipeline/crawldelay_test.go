@@ -44,7 +44,7 @@ func TestCheckWaitsCrawlDelay(t *testing.T) {
 	if robotsAt.IsZero() || pageAt.IsZero() {
 		t.Fatalf("requests logged: robots.txt at %v, page at %v", robotsAt, pageAt)
 	}
-	if d := pageAt.Sub(robotsAt); d < 500*time.Millisecond-5*time.Millisecond {
+	if d := pageAt.Sub(robotsAt); d < 500*time.Millisecond-20*time.Millisecond {
 		t.Errorf("the check went out %s after robots.txt, want the Crawl-delay (500ms)", d)
 	}
 	if s := e.source("d"); s.Checks != 1 {
