@@ -19,6 +19,7 @@ import (
 	"github.com/farro-dev/farro/internal/logx"
 	_ "github.com/farro-dev/farro/internal/metricsd" // --metrics-addr serves internal/metrics
 	"github.com/farro-dev/farro/internal/pipeline"
+	"github.com/farro-dev/farro/internal/politeness"
 	"github.com/farro-dev/farro/internal/registry"
 )
 
@@ -87,6 +88,11 @@ func run(c *cli.Context) error {
 		}
 	}
 	fetcher := fetch.NewHandler(spool, nil)
+	// A file there that is not a gate was moved aside if it could be
+	// (moved_to), else the request failed with the same one-line error.
+	fetcher.Gates.OnBadFile = func(e *politeness.BadFileError) {
+		log.Warn().Str("path", e.Path).Str("moved_to", e.Moved).Str("reason", e.Why).Msg("a file at a politeness gate's path is not a gate")
+	}
 	handlers := map[string]agent.Handler{
 		"noop": agent.Noop,
 		// The crawl handlers: one URL, one robots.txt (internal/fetch).

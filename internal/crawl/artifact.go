@@ -31,8 +31,11 @@ type FetchPrompt struct {
 	Resolve          map[string]string `json:"resolve,omitempty"`
 	AllowPrivate     bool              `json:"allow_private"`
 	// MinIntervalMS: the fetcher waits until this long after the last
-	// request to the domain by any fetcher (gates/<domain>).
-	MinIntervalMS int64 `json:"min_interval_ms"`
+	// request to the domain by anyone (the spool's politeness gate,
+	// internal/politeness). MaxInFlightPerDomain: it starts only while
+	// fewer requests to the domain, by anyone, are under way (0: no cap).
+	MinIntervalMS        int64 `json:"min_interval_ms"`
+	MaxInFlightPerDomain int   `json:"max_in_flight_per_domain,omitempty"`
 	// Robots: the robots.txt the frontier checked the URL against; the
 	// fetcher checks again. Nil when the crawl ignores robots.txt.
 	Robots *RobotsRef `json:"robots,omitempty"`
@@ -68,6 +71,8 @@ type RobotsPrompt struct {
 	Resolve          map[string]string `json:"resolve,omitempty"`
 	AllowPrivate     bool              `json:"allow_private"`
 	MinIntervalMS    int64             `json:"min_interval_ms"`
+	// MaxInFlightPerDomain as in FetchPrompt.
+	MaxInFlightPerDomain int `json:"max_in_flight_per_domain,omitempty"`
 	// Sitemaps: read the origin's sitemaps after robots.txt (sitemap.go),
 	// spaced by MinIntervalMS raised to robots.txt's Crawl-delay capped at
 	// MaxCrawlDelayMS.

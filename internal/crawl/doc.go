@@ -31,8 +31,9 @@
 //	                        reset)
 //	bodies/<ab>/<sha256>    response bodies, content-addressed, written
 //	                        by the fetcher
-//	gates/<domain>          flock(2)-guarded time of the last request to
-//	                        the domain, kept by the fetchers
+//	gates/                  no longer used (crawls made by older versions
+//	                        kept their own politeness gates there; the
+//	                        spool's politeness/ is the one gate now)
 //
 // Every URL to fetch is a job of kind crawl.fetch whose ID is derived from
 // the crawl and the normalized URL (FetchJobID), so a URL can be released

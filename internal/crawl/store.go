@@ -32,7 +32,6 @@ const (
 	OutcomesFile = "outcomes.jsonl"
 	RequestsDir  = "requests"
 	BodiesDir    = "bodies"
-	GatesDir     = "gates"
 )
 
 // ErrNoCrawl: no crawl of that name.
@@ -93,7 +92,7 @@ func (st *Store) Create(c *Crawl) error {
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	for _, d := range []string{DomainsDir, QueuesDir, SeenDir, DeepDir, RequestsDir, BodiesDir, GatesDir} {
+	for _, d := range []string{DomainsDir, QueuesDir, SeenDir, DeepDir, RequestsDir, BodiesDir} {
 		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
 			return fmt.Errorf("create crawl %s: %w", st.Name, err)
 		}
@@ -189,9 +188,6 @@ func DomainFile(domain string) string { return escapeName(domain) + ".json" }
 
 // QueueDir is the directory of a domain's queue segments.
 func (st *Store) QueueDir(domain string) string { return st.Path(QueuesDir, escapeName(domain)) }
-
-// GateFile is the file whose flock serialises requests to domain.
-func (st *Store) GateFile(domain string) string { return st.Path(GatesDir, escapeName(domain)) }
 
 func escapeName(s string) string {
 	var b strings.Builder

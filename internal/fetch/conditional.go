@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"fmt"
+	"github.com/farro-dev/farro/internal/politeness"
 	"net/http"
 	"time"
 
@@ -82,6 +83,10 @@ type GetRequest struct {
 	MaxBytes        int64
 	IfNoneMatch     string
 	IfModifiedSince string
+	// Turn: the request's turn at its domain's politeness gate (taken
+	// with Handler.Gates.Wait), told when the request is written and done
+	// when Get returns. Nil: no gate.
+	Turn *politeness.Turn
 }
 
 // GetResponse is its answer. ErrorCode classifies a failed request as the
@@ -103,7 +108,7 @@ func (h *Handler) Get(ctx context.Context, r GetRequest) (GetResponse, error) {
 	if r.IfNoneMatch != "" || r.IfModifiedSince != "" {
 		ctx = context.WithValue(ctx, conditionalKey{}, conditional{r.IfNoneMatch, r.IfModifiedSince})
 	}
-	res, err := h.do(ctx, nil, r.URL, r.UserAgent, r.Resolve, r.AllowPrivate, r.ConnectTimeout.Milliseconds(), r.Timeout.Milliseconds(), r.MaxBytes)
+	res, err := h.do(ctx, r.Turn, r.URL, r.UserAgent, r.Resolve, r.AllowPrivate, r.ConnectTimeout.Milliseconds(), r.Timeout.Milliseconds(), r.MaxBytes)
 	out := GetResponse{Status: res.status, Headers: res.headers, Body: res.body, Truncated: res.truncated, Start: res.start, Duration: res.dur}
 	if err != nil {
 		out.ErrorCode = classify(err)

@@ -3,8 +3,10 @@
 // (result.json) in the job directory for the frontier.
 //
 // A fetch never follows redirects (a 3xx is the URL's artifact and its
-// Location goes back to the frontier), waits at the domain's gate so that
-// no two requests to a domain are closer than the crawl's interval, caps
+// Location goes back to the frontier), waits at the domain's politeness
+// gate (internal/politeness, shared by every crawl and source check of the
+// spool) so that no two requests to a domain are closer than the interval
+// either asked, caps
 // the body, decompresses gzip, stores the body content-addressed under the
 // crawl's bodies/, and extracts the links of HTML pages. Any HTTP response,
 // 404 and 500 included, makes the job succeed; only a network failure
@@ -31,6 +33,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/politeness"
 	"github.com/farro-dev/farro/internal/urlnorm"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
@@ -46,7 +49,10 @@ var selectedHeaders = []string{
 type Handler struct {
 	Spool   *job.Spool
 	Clients *Clients
-	robots  robotsCache
+	// Gates: the spool's politeness gates, one per domain, shared by
+	// every crawl and source check (gate.go).
+	Gates  *politeness.Gates
+	robots robotsCache
 }
 
 // NewHandler returns a fetch handler for spool s.
@@ -54,7 +60,7 @@ func NewHandler(s *job.Spool, clients *Clients) *Handler {
 	if clients == nil {
 		clients = NewClients()
 	}
-	return &Handler{Spool: s, Clients: clients}
+	return &Handler{Spool: s, Clients: clients, Gates: politeness.At(s.Path(politeness.Dir))}
 }
 
 // Run implements agent.Handler.
@@ -138,9 +144,8 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 			return nil
 		}
 	}
-	gate := st.GateFile(p.Domain)
 	interval := time.Duration(p.MinIntervalMS) * time.Millisecond
-	tk, err := passGate(ctx, gate, interval)
+	tk, err := h.wait(ctx, p.Domain, interval, p.MaxInFlightPerDomain)
 	if err != nil {
 		art.Outcome, art.ErrorCode, art.Error = crawl.OutcomeNetworkError, crawl.ErrCodeNetwork, "not sent: "+err.Error()
 		art.FetchedAt = time.Now().UTC()
@@ -194,7 +199,7 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 		if d, ok := ParseRetryAfter(res.headers["Retry-After"], time.Now()); ok {
 			art.RetryAfter = d.Seconds()
 			// Hold back the fetches of this domain already released.
-			pushGate(gate, time.Now().Add(min(d, maxGateWait)))
+			_ = h.Gates.HoldUntil(p.Domain, time.Now().Add(min(d, politeness.MaxHold)))
 		}
 	}
 	pageLinks(p, art, &res) // links, robots meta, nofollow (directives.go)
@@ -217,10 +222,11 @@ type response struct {
 }
 
 // do sends one GET and reads at most maxBytes of the body. tk, the
-// request's passage through its domain's gate (nil: none to keep), is
-// closed when the request is written, or released if it never is.
-func (h *Handler) do(ctx context.Context, tk *gateTicket, rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
-	defer tk.release()
+// request's turn at its domain's gate (nil: none to keep), is told when
+// the request is written (and waits again if net/http retries it), and is
+// done when do returns.
+func (h *Handler) do(ctx context.Context, tk *politeness.Turn, rawURL, ua string, resolve map[string]string, allowPrivate bool, connectMS, timeoutMS, maxBytes int64) (res response, err error) {
+	defer tk.Done()
 	res = response{start: time.Now()}
 	connect := time.Duration(connectMS) * time.Millisecond
 	if connect <= 0 {
@@ -234,10 +240,11 @@ func (h *Handler) do(ctx context.Context, tk *gateTicket, rawURL, ua string, res
 	defer cancel()
 	var wrote atomic.Int64
 	rec := &exchangeRecorder{}
+	arm := gotConn(ctx, tk)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		// The connection closes the gate ticket on its first write of
-		// this request (gate.go: sendConn).
-		GotConn:          func(info httptrace.GotConnInfo) { rec.reset(); armConn(info.Conn, tk) },
+		// The connection tells the turn on its first write of this
+		// request (gate.go: sendConn); a retry waits again.
+		GotConn:          func(info httptrace.GotConnInfo) { rec.reset(); arm(info.Conn) },
 		WroteHeaderField: rec.wrote,
 		WroteRequest: func(httptrace.WroteRequestInfo) {
 			wrote.CompareAndSwap(0, time.Now().UnixNano())

@@ -77,16 +77,21 @@ func (rh *RobotsHandler) fetch(ctx context.Context, st *crawl.Store, p *crawl.Ro
 			art.Verdict, art.ErrorCode, art.Error = crawl.RobotsAllowAll, crawl.ErrCodeBadURL, "robots.txt redirects to "+target
 			return
 		}
-		var tk *gateTicket
+		// Every hop waits at its own domain's gate: a redirect to
+		// another site is a request to that site.
 		interval := time.Duration(p.MinIntervalMS) * time.Millisecond
-		if strings.EqualFold(tu.Host, originURL.Host) {
-			tk, err = passGate(ctx, st.GateFile(p.Domain), interval)
-			if err != nil {
-				art.HTTPStatus, art.Verdict = 0, crawl.RobotsDisallowAll
-				art.ErrorCode, art.Error = crawl.ErrCodeNetwork, "not sent: "+err.Error()
-				art.FetchedAt = time.Now().UTC()
-				return
+		dom := p.Domain
+		if !strings.EqualFold(tu.Host, originURL.Host) {
+			if d, _, derr := crawl.DomainOf(target); derr == nil {
+				dom = d
 			}
+		}
+		tk, err := h.wait(ctx, dom, interval, p.MaxInFlightPerDomain)
+		if err != nil {
+			art.HTTPStatus, art.Verdict = 0, crawl.RobotsDisallowAll
+			art.ErrorCode, art.Error = crawl.ErrCodeNetwork, "not sent: "+err.Error()
+			art.FetchedAt = time.Now().UTC()
+			return
 		}
 		res, err := h.do(ctx, tk, target, p.UserAgent, p.Resolve, p.AllowPrivate, p.ConnectTimeoutMS, p.TimeoutMS, maxBytes)
 		if hop == 0 {

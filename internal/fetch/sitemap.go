@@ -188,7 +188,7 @@ func (rh *RobotsHandler) readSitemaps(ctx context.Context, st *crawl.Store, p *c
 			// robots.txt went out with the shorter interval: the first
 			// sitemap waits the Crawl-delay from (about) now.
 			interval = cd
-			pushGate(st.GateFile(p.Domain), time.Now().Add(interval))
+			_ = rh.Handler.Gates.HoldUntil(p.Domain, time.Now().Add(interval))
 		}
 	}
 	for len(todo) > 0 && ctx.Err() == nil {
@@ -223,7 +223,7 @@ func (rh *RobotsHandler) readSitemaps(ctx context.Context, st *crawl.Store, p *c
 // readSitemap fetches and parses one sitemap into sf; a urlset's URLs go
 // to art, an index's sitemaps are returned (if not nested too deep).
 func (rh *RobotsHandler) readSitemap(ctx context.Context, st *crawl.Store, p *crawl.RobotsPrompt, interval time.Duration, sf *crawl.SitemapFetch, art *crawl.RobotsArtifact) []string {
-	tk, err := passGate(ctx, st.GateFile(p.Domain), interval)
+	tk, err := rh.Handler.wait(ctx, p.Domain, interval, p.MaxInFlightPerDomain)
 	if err != nil {
 		sf.ErrorCode, sf.Error = crawl.ErrCodeNetwork, "not sent: "+err.Error()
 		return nil

@@ -130,7 +130,7 @@ func (d *driver) load() error {
 	if err := d.setConfig(cfg, stamp); err != nil {
 		return err
 	}
-	for _, sub := range []string{crawl.DomainsDir, crawl.QueuesDir, crawl.RequestsDir, crawl.GatesDir, crawl.BodiesDir} {
+	for _, sub := range []string{crawl.DomainsDir, crawl.QueuesDir, crawl.RequestsDir, crawl.BodiesDir} {
 		if err := fsq.MkdirDurable(d.st.Path(sub)); err != nil {
 			return err
 		}

@@ -280,7 +280,7 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 		Crawl: d.st.Name, URL: e.URL, Domain: dd.Domain, Depth: e.Depth, Hops: e.Hops, DiscoveredFrom: e.From,
 		UserAgent: d.cfg.UserAgent, TimeoutMS: d.cfg.Timeout.D().Milliseconds(), ConnectTimeoutMS: d.cfg.ConnectTimeout.D().Milliseconds(),
 		MaxBodyBytes: d.cfg.MaxBodyBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate,
-		MinIntervalMS: interval.Milliseconds(), Robots: ref,
+		MinIntervalMS: interval.Milliseconds(), MaxInFlightPerDomain: d.cfg.MaxInFlightPerDomain, Robots: ref,
 		Round: dd.Round, IfNoneMatch: e.ETag, IfModifiedSince: e.LastModified, PrevSHA256: e.PrevSHA256,
 		FetchFilters: d.cfg.FetchFilters(),
 	}
@@ -321,7 +321,7 @@ func (d *driver) releaseRobots(dm *dom, origin string, now time.Time) bool {
 		Crawl: d.st.Name, Origin: origin, Domain: dd.Domain, UserAgent: d.cfg.UserAgent,
 		TimeoutMS: d.cfg.Timeout.D().Milliseconds(), ConnectTimeoutMS: d.cfg.ConnectTimeout.D().Milliseconds(),
 		MaxBytes: robots.MaxBytes, Resolve: d.cfg.Resolve, AllowPrivate: d.cfg.AllowPrivate, MinIntervalMS: interval.Milliseconds(),
-		Sitemaps: d.cfg.Sitemaps, MaxCrawlDelayMS: d.cfg.MaxCrawlDelay.D().Milliseconds(),
+		MaxInFlightPerDomain: d.cfg.MaxInFlightPerDomain, Sitemaps: d.cfg.Sitemaps, MaxCrawlDelayMS: d.cfg.MaxCrawlDelay.D().Milliseconds(),
 	}
 	b, _ := json.Marshal(&p)
 	// Robots first: it is what the domain waits for.

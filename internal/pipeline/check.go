@@ -16,6 +16,7 @@ import (
 	"github.com/farro-dev/farro/internal/agent"
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/fetch"
+	"github.com/farro-dev/farro/internal/politeness"
 	"github.com/farro-dev/farro/internal/source"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -39,8 +40,8 @@ type CheckPrompt struct {
 	// source's crawl right away (pipeline run); without it the source is
 	// left acquire_pending (pipeline check).
 	Acquire bool `json:"acquire"`
-	// MinIntervalMS spaces the checks of one domain at request time
-	// (gate.go), whoever runs them.
+	// MinIntervalMS spaces the requests to the domain at request time,
+	// whoever makes them (internal/politeness).
 	MinIntervalMS int64 `json:"min_interval_ms,omitempty"`
 	// Budget: the acquisition's share of the run's requests (budget.go).
 	Budget RunBudget `json:"budget,omitempty"`
@@ -140,7 +141,7 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 		res.Skipped = "checked already (next check " + src.DueStamp() + ")"
 	} else {
 		interval := time.Duration(p.MinIntervalMS) * time.Millisecond
-		allowed, why, err := h.robotsAllowed(ctx, src, interval) // robots.go
+		allowed, why, delay, err := h.robotsAllowed(ctx, src, interval) // robots.go
 		if err != nil {
 			return res, fmt.Errorf("check %s: %w", src.Name, err)
 		}
@@ -149,11 +150,12 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 				return res, err
 			}
 		} else {
-			done, err := passGate(ctx, h.Spool, src.Domain, interval)
+			// The site's Crawl-delay, when longer, is the interval.
+			turn, err := h.Fetch.Gates.Wait(ctx, src.Domain, checkAsk(max(interval, delay)))
 			if err != nil {
 				return res, fmt.Errorf("check %s: domain gate: %w", src.Name, err)
 			}
-			if err := h.checkOnce(ctx, src, res, done); err != nil {
+			if err := h.checkOnce(ctx, src, res, turn); err != nil {
 				return res, err
 			}
 		}
@@ -170,13 +172,20 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 	return res, nil
 }
 
-// checkOnce makes the request and records its outcome in the source.
-// done is called with the time the request was sent, as soon as it is
-// answered (the domain's gate, gate.go).
-func (h *CheckHandler) checkOnce(ctx context.Context, src *source.Source, res *CheckResult, done func(sent time.Time)) error {
+// checkAsk is what a check (or its robots.txt fetch) asks of its
+// domain's politeness gate: its interval, and no other request to the
+// domain under way, whoever makes it.
+func checkAsk(interval time.Duration) politeness.Ask {
+	return politeness.Ask{Interval: interval, MaxInFlight: 1}
+}
+
+// checkOnce makes the request with turn, the request's turn at its
+// domain's politeness gate (done when the request is answered), and
+// records its outcome in the source.
+func (h *CheckHandler) checkOnce(ctx context.Context, src *source.Source, res *CheckResult, turn *politeness.Turn) error {
 	req := fetch.GetRequest{
 		URL: src.URL, UserAgent: src.UserAgent, Resolve: src.Resolve, AllowPrivate: src.AllowPrivate,
-		ConnectTimeout: min(src.Timeout.D(), 10*time.Second), Timeout: src.Timeout.D(), MaxBytes: MaxCheckBytes,
+		ConnectTimeout: min(src.Timeout.D(), 10*time.Second), Timeout: src.Timeout.D(), MaxBytes: MaxCheckBytes, Turn: turn,
 	}
 	// Validators only with a hash to fall back on: a 304 must mean "as
 	// the content we hashed".
@@ -185,7 +194,6 @@ func (h *CheckHandler) checkOnce(ctx context.Context, src *source.Source, res *C
 	}
 	res.Conditional = req.IfNoneMatch != "" || req.IfModifiedSince != ""
 	resp, gerr := h.Fetch.Get(ctx, req)
-	done(resp.Start)
 	if ctx.Err() != nil {
 		// Stopped (drain, timeout, cancel): nothing recorded; the job
 		// ends by its agent's decision.

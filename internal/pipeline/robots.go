@@ -21,7 +21,9 @@ import (
 // Source checks obey robots.txt (docs/PIPELINE.md, "A check"): before its
 // request a check reads the robots.txt of the source's origin, from a copy
 // kept in <spool>/pipeline/robots/ for RobotsTTL, or fetched through the
-// domain's gate (one more request, spaced like the checks). A URL the
+// domain's politeness gate (one more request, spaced like the checks). Its
+// Crawl-delay for the source's user agent, capped at MaxCrawlDelay, raises
+// the check's interval. A URL the
 // rules disallow for the source's user agent is not fetched; the check
 // fails with error code robots_denied and the rule in its error. As for
 // crawls (RFC 9309): 4xx allows everything, 5xx, 429 and network failures
@@ -55,13 +57,19 @@ func robotsPath(origin string) string {
 	return filepath.Join(RobotsDir, hex.EncodeToString(h[:16])+".json")
 }
 
+// MaxCrawlDelay caps the robots.txt Crawl-delay a check waits (as a
+// crawl's default --max-crawl-delay does).
+const MaxCrawlDelay = 30 * time.Second
+
 // robotsAllowed tells whether src's URL may be fetched; when not, why
-// says so in one line. err is a stopped context.
-func (h *CheckHandler) robotsAllowed(ctx context.Context, src *source.Source, interval time.Duration) (ok bool, why string, err error) {
+// says so in one line. delay is the robots.txt's Crawl-delay for the
+// source's user agent (capped at MaxCrawlDelay; 0 without one). err is a
+// stopped context.
+func (h *CheckHandler) robotsAllowed(ctx context.Context, src *source.Source, interval time.Duration) (ok bool, why string, delay time.Duration, err error) {
 	u, perr := url.Parse(src.URL)
 	origin, oerr := crawl.Origin(src.URL)
 	if perr != nil || oerr != nil {
-		return true, "", nil // the check itself reports the bad URL
+		return true, "", 0, nil // the check itself reports the bad URL
 	}
 	now := h.now()
 	path := h.Spool.Path(robotsPath(origin))
@@ -73,16 +81,19 @@ func (h *CheckHandler) robotsAllowed(ctx context.Context, src *source.Source, in
 		now.Sub(rc.FetchedAt) >= RobotsTTL || rc.FetchedAt.After(now.Add(time.Minute)) {
 		rc, why, err = h.fetchRobots(ctx, src, origin, interval)
 		if err != nil {
-			return false, "", err
+			return false, "", 0, err
 		}
 		if why != "" {
-			return false, why, nil
+			return false, why, 0, nil
 		}
 	}
 	r := robots.ForStatus(rc.HTTPStatus, []byte(rc.Body))
+	if d, ok := r.CrawlDelay(src.UserAgent); ok {
+		delay = min(d, MaxCrawlDelay)
+	}
 	allowed, rule := r.Allowed(src.UserAgent, u.RequestURI())
 	if allowed {
-		return true, "", nil
+		return true, "", delay, nil
 	}
 	what := "disallow all"
 	if rule != nil && rule.Line > 0 {
@@ -90,7 +101,7 @@ func (h *CheckHandler) robotsAllowed(ctx context.Context, src *source.Source, in
 	} else if rc.HTTPStatus != 0 && (rc.HTTPStatus < 200 || rc.HTTPStatus > 299) {
 		what = fmt.Sprintf("HTTP %d: disallow all", rc.HTTPStatus)
 	}
-	return false, fmt.Sprintf("not fetched: disallowed by %s/robots.txt (%s)", origin, what), nil
+	return false, fmt.Sprintf("not fetched: disallowed by %s/robots.txt (%s)", origin, what), delay, nil
 }
 
 // fetchRobots fetches origin's robots.txt through the gate of each
@@ -104,13 +115,12 @@ func (h *CheckHandler) fetchRobots(ctx context.Context, src *source.Source, orig
 		if derr != nil {
 			dom = src.Domain
 		}
-		done, err := passGate(ctx, h.Spool, dom, interval)
+		turn, err := h.Fetch.Gates.Wait(ctx, dom, checkAsk(interval))
 		if err != nil {
 			return rc, "", fmt.Errorf("robots.txt: domain gate: %w", err)
 		}
 		resp, gerr := h.Fetch.Get(ctx, fetch.GetRequest{URL: target, UserAgent: src.UserAgent, Resolve: src.Resolve, AllowPrivate: src.AllowPrivate,
-			ConnectTimeout: min(src.Timeout.D(), 10*time.Second), Timeout: src.Timeout.D(), MaxBytes: maxRobotsBytes})
-		done(resp.Start)
+			ConnectTimeout: min(src.Timeout.D(), 10*time.Second), Timeout: src.Timeout.D(), MaxBytes: maxRobotsBytes, Turn: turn})
 		if ctx.Err() != nil {
 			return rc, "", ctx.Err()
 		}
