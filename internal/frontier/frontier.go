@@ -88,6 +88,7 @@ type Frontier struct {
 	domainCounts atomic.Pointer[map[string]map[string]int]
 	pendingURLs  atomic.Pointer[map[string]int64] // pending.go
 	lastCount    time.Time
+	reg          *crawl.Registry // the spool's domain registry (registry.go)
 }
 
 // DomainCounts returns, for each crawl this frontier is running now
@@ -127,7 +128,7 @@ func (f *Frontier) countDomains(now time.Time) {
 // New returns a frontier.
 func New(cfg Config) *Frontier {
 	cfg.defaults()
-	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}}
+	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}, reg: crawl.OpenRegistry(cfg.Spool)}
 }
 
 // EventCoalesce is how long the frontier lets directory events gather
@@ -143,6 +144,7 @@ func (f *Frontier) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(f.cfg.Spool.Path(crawl.Dir)); err != nil {
 		return err
 	}
+	f.buildRegistry(time.Now().UTC()) // registry.go
 	defer func() {
 		for name, d := range f.drivers {
 			d.close()
