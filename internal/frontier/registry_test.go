@@ -1,0 +1,160 @@
+package frontier_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/testsite"
+)
+
+// TestRegistryAcrossCrawls: a domain is one entity for the spool. Crawl
+// one finds wall.site.test behind a login wall (blocked) and crawls
+// portal.site.test whole (exhausted); both go to the registry. Crawl two
+// names both and a new site: the wall starts blocked with crawl one's
+// cooldown and the portal exhausted (held), neither gets a request; the
+// new site is crawled. A reset of the portal's registry entry frees it
+// in crawl two, which then crawls it.
+func TestRegistryAcrossCrawls(t *testing.T) {
+	t.Parallel()
+	site := testsite.Start(testsite.Options{})
+	defer site.Close()
+	e := startEnv(t, 2)
+	defer e.stop()
+	port := ":" + itoa(site.Port)
+	wall, portal, members := testsite.HostWall+port, testsite.HostPortal+port, testsite.HostMembers+port
+	mk := func(name string, hosts ...string) *crawl.Store {
+		cfg := testCrawl(site, name)
+		cfg.Scope = crawl.ScopeHost
+		cfg.Delay = crawl.Duration(20 * time.Millisecond)
+		cfg.LoginWallCooldown = crawl.Duration(3 * time.Hour)
+		cfg.Seeds = nil
+		for _, h := range hosts {
+			cfg.Seeds = append(cfg.Seeds, crawl.Seed{URL: site.URL(h, "/")})
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := crawl.Open(e.spool, name)
+		if err := st.Create(cfg); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	waitDomains := func(st *crawl.Store, want map[string]crawl.DomainStatus) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			done := 0
+			for name, s := range want {
+				if d, err := st.LoadDomain(name); err == nil && d.Status == s && len(d.InFlight) == 0 {
+					done++
+				}
+			}
+			if done == len(want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				doms, _ := st.Domains()
+				for _, d := range doms {
+					t.Logf("%s: %s %s %s", d.Domain, d.Status, d.Reason, d.ReasonDetail)
+				}
+				t.Fatalf("crawl %s: domains not %v", st.Name, want)
+			}
+		}
+	}
+	one := mk("one", testsite.HostWall, testsite.HostPortal)
+	waitDomains(one, map[string]crawl.DomainStatus{wall: crawl.DomainBlocked, portal: crawl.DomainExhausted})
+	reg := crawl.OpenRegistry(e.spool)
+	var wallUntil time.Time
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w, err1 := reg.Load(wall)
+		p, err2 := reg.Load(portal)
+		if err1 == nil && err2 == nil && w.Status == crawl.DomainBlocked && w.Reason == crawl.ReasonLoginRequired && w.CooldownUntil != nil &&
+			p.Status == crawl.DomainExhausted && p.PagesCrawled > 0 && w.StatusCrawl == "one" {
+			wallUntil = *w.CooldownUntil
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry after crawl one: %+v %v / %+v %v", w, err1, p, err2)
+		}
+	}
+	if d := time.Until(wallUntil); d < 2*time.Hour || d > 3*time.Hour {
+		t.Errorf("the wall's registry cooldown ends in %s, want crawl one's 3h", d)
+	}
+
+	mark := time.Now()
+	two := mk("two", testsite.HostWall, testsite.HostPortal, testsite.HostMembers)
+	waitDomains(two, map[string]crawl.DomainStatus{wall: crawl.DomainBlocked, portal: crawl.DomainExhausted, members: crawl.DomainBlocked})
+	w2, err := two.LoadDomain(wall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.RegistryHold != crawl.DomainBlocked || w2.Reason != crawl.ReasonLoginRequired || w2.NextCrawlAfter == nil || !w2.NextCrawlAfter.Equal(wallUntil) || w2.Pending() == 0 {
+		t.Errorf("crawl two's wall: %+v; want blocked from the registry until %s, its seed queued", w2, wallUntil)
+	}
+	p2, err := two.LoadDomain(portal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p2.Held() || p2.Reason != crawl.ReasonRegistryExhausted || p2.Pending() != 1 {
+		t.Errorf("crawl two's portal: %s %s (%d pending); want held exhausted with its seed queued", p2.Status, p2.Reason, p2.Pending())
+	}
+	requests := func(host string, since time.Time) int {
+		n := 0
+		for _, r := range site.Log() {
+			if r.Host == host && !r.Start.Before(since) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := requests(testsite.HostMembers, mark); n == 0 {
+		t.Error("crawl two's new site got no request")
+	}
+	// A moment more: the held domains still get nothing.
+	time.Sleep(300 * time.Millisecond)
+	if n, m := requests(testsite.HostWall, mark), requests(testsite.HostPortal, mark); n != 0 || m != 0 {
+		t.Errorf("crawl two sent %d requests to the wall and %d to the portal; want none", n, m)
+	}
+	if w, _ := reg.Load(wall); w == nil || w.StatusCrawl != "one" || w.Crawls["two"] == nil {
+		t.Errorf("wall's registry entry after crawl two: %+v", w)
+	}
+	if m, _ := reg.Load(members); m == nil || m.Status != crawl.DomainBlocked || m.StatusCrawl != "two" {
+		t.Errorf("members' registry entry: %+v", m)
+	}
+
+	// A reset of the registry's entry frees the portal in crawl two.
+	reset := time.Now()
+	if _, err := reg.Update([]string{portal}, func(_ string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
+		e.Reset("test", time.Now().UTC())
+		return e
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); requests(testsite.HostPortal, reset) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the portal, reset in the registry, was not crawled by crawl two")
+		}
+	}
+
+	// A hostile registry file is moved away, and the crawl goes on.
+	if err := os.WriteFile(filepath.Join(reg.Dir, crawl.DomainFile("b.site.test"+port)), []byte("\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	three := mk("three", testsite.HostB)
+	waitDomains(three, map[string]crawl.DomainStatus{testsite.HostB + port: crawl.DomainExhausted})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, err := reg.Load(testsite.HostB + port)
+		if err == nil && b.Crawls["three"] != nil && b.PagesCrawled > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's registry entry, rewritten after the garbage: %+v %v", b, err)
+		}
+	}
+	if q, _ := os.ReadDir(e.spool.Path("corrupt")); len(q) == 0 {
+		t.Error("the garbage registry file is not in corrupt/")
+	}
+}
