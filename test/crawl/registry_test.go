@@ -145,6 +145,12 @@ func TestDomainRegistryRuns(t *testing.T) {
 			t.Errorf("domains --crawl r2: %s is not %s\n%s", dn, w, table)
 		}
 	}
+	if !strings.HasSuffix(rowOf(table, B), "held (registry)") {
+		t.Errorf("domains --crawl r2: B's NEXT is not held (registry)\n%s", table)
+	}
+	if out, _ := f.ctlCode("why", "r2", s.url(testsite.HostE, "/")); !strings.Contains(out, "is held: from the domain registry: exhausted by crawl r1") {
+		t.Errorf("why r2 %s: %s", s.url(testsite.HostE, "/"), out)
+	}
 	if !strings.Contains(table, "from the domain registry") {
 		t.Errorf("domains --crawl r2 does not say where C's and B's state came from\n%s", table)
 	}
