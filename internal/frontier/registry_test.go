@@ -125,6 +125,27 @@ func TestRegistryAcrossCrawls(t *testing.T) {
 		t.Errorf("members' registry entry: %+v", m)
 	}
 
+	// A refresh asked of the held portal is dropped: no request.
+	before := time.Now().UTC()
+	req, err := two.PutRequest(crawl.Request{Op: crawl.OpRefresh, Domain: portal, Actor: "test", RequestedAt: before, Before: &before})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(req); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh request of a held domain was never applied")
+		}
+	}
+	if p, _ := two.LoadDomain(portal); !p.Held() {
+		t.Errorf("crawl two's portal after a refresh request: %s %s", p.Status, p.Reason)
+	}
+	if n := requests(testsite.HostPortal, mark); n != 0 {
+		t.Errorf("a refresh request sent %d requests to the held portal", n)
+	}
+
 	// A reset of the registry's entry frees the portal in crawl two.
 	reset := time.Now()
 	if _, err := reg.Update([]string{portal}, func(_ string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
