@@ -111,6 +111,15 @@ func (e *RegistryEntry) CrawlNames() []string {
 	return out
 }
 
+// CrawlView is what crawl name last wrote back (nil: e is nil, or the
+// crawl never wrote).
+func (e *RegistryEntry) CrawlView(name string) *RegistryCrawl {
+	if e == nil {
+		return nil
+	}
+	return e.Crawls[name]
+}
+
 // CoolingDown tells whether the entry forbids requests at now.
 func (e *RegistryEntry) CoolingDown(now time.Time) bool {
 	return (e.Status == DomainBlocked || e.Status == DomainUnreachable) && e.CooldownUntil != nil && now.Before(*e.CooldownUntil)

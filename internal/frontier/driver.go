@@ -90,6 +90,7 @@ type driver struct {
 	// their status) and whose counters changed, and when.
 	regDirty, regStale   map[string]bool
 	regSaved, regChecked time.Time
+	regVerify            []string // domains whose write-back a crash may have lost
 }
 
 func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
@@ -235,7 +236,9 @@ func (d *driver) load() error {
 			d.inflight[fl.ID] = name
 		}
 		d.refreshWork(dm)
+		d.regVerify = append(d.regVerify, name) // registry.go
 	}
+	sort.Strings(d.regVerify)
 	d.recount()
 	if err := d.loadCounts(); err != nil {
 		return err

@@ -21,10 +21,14 @@ import (
 
 // RegistryFlush is how often the counters of changed domains are written
 // back to the registry; RegistryRecheck how often a held domain's entry
-// is read again.
+// is read again; RegistryVerify how many domains a step compares with
+// the registry after a start (a crash between the crawl's domain file and
+// the registry's write loses the write-back of a status change: the
+// entry's record of this crawl then differs from the domain's status).
 const (
 	RegistryFlush   = 10 * time.Second
 	RegistryRecheck = 2 * time.Second
+	RegistryVerify  = 256
 )
 
 // buildRegistry builds the registry from the crawls' domain files on the
@@ -70,10 +74,18 @@ func (d *driver) noteRegistry(name string) { d.regDirty[name] = true }
 // counters every RegistryFlush (all: force).
 func (d *driver) flushRegistry(now time.Time, force bool) {
 	counters := force || now.Sub(d.regSaved) >= RegistryFlush
-	if len(d.regDirty) == 0 && (!counters || len(d.regStale) == 0) {
+	verify := map[string]bool{}
+	for len(d.regVerify) > 0 && len(verify) < RegistryVerify {
+		verify[d.regVerify[0]] = true
+		d.regVerify = d.regVerify[1:]
+	}
+	if len(d.regDirty) == 0 && len(verify) == 0 && (!counters || len(d.regStale) == 0) {
 		return
 	}
 	set := map[string]bool{}
+	for n := range verify {
+		set[n] = true
+	}
 	for n := range d.regDirty {
 		set[n] = true
 	}
@@ -90,7 +102,19 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 	}
 	sort.Strings(names)
 	errs, err := d.f.reg.Update(names, func(n string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
-		out, refused := crawl.Observe(e, d.cfg, d.domains[n].d, d.regDirty[n], now)
+		dd := d.domains[n].d
+		status := d.regDirty[n]
+		if verify[n] && !status {
+			seen := e.CrawlView(d.st.Name)
+			if seen != nil && seen.Status == dd.Status && seen.Reason == dd.Reason {
+				if !d.regStale[n] || !counters {
+					return nil // written back already
+				}
+			} else {
+				status = true
+			}
+		}
+		out, refused := crawl.Observe(e, d.cfg, dd, status, now)
 		if refused != nil {
 			d.log.Warn().Err(refused).Str("domain", n).Msg("domain registry kept its status")
 		}
@@ -98,6 +122,9 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 	})
 	if err != nil {
 		d.log.Error().Err(err).Int("domains", len(names)).Msg("cannot write the domain registry; retrying")
+		for n := range verify {
+			d.regVerify = append(d.regVerify, n)
+		}
 		return
 	}
 	for _, n := range names {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/testsite"
+	"github.com/farro-dev/farro/pkg/job"
 )
 
 // TestRegistryAcrossCrawls: a domain is one entity for the spool. Crawl
@@ -177,5 +178,60 @@ func TestRegistryAcrossCrawls(t *testing.T) {
 	}
 	if q, _ := os.ReadDir(e.spool.Path("corrupt")); len(q) == 0 {
 		t.Error("the garbage registry file is not in corrupt/")
+	}
+}
+
+// TestRegistryWriteBackAfterCrash: a status change whose write-back to
+// the registry a crash lost (the crawl's domain file says blocked, the
+// registry's record of the crawl does not) is written back once the
+// frontier drives the crawl again; a built registry is not rebuilt.
+func TestRegistryWriteBackAfterCrash(t *testing.T) {
+	t.Parallel()
+	site := testsite.Start(testsite.Options{})
+	defer site.Close()
+	dir := t.TempDir()
+	spool, err := job.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testCrawl(site, "lost")
+	cfg.Seeds = []crawl.Seed{{URL: site.URL(testsite.HostB, "/")}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := crawl.Open(spool, cfg.Name)
+	if err := st.Create(cfg); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	until := now.Add(14 * 24 * time.Hour)
+	x := crawl.NewDomain("x.example", "x.example", now)
+	x.Status, x.Reason, x.NextCrawlAfter = crawl.DomainBlocked, crawl.ReasonForbidden, &until
+	if err := st.WriteDomain(x, true); err != nil {
+		t.Fatal(err)
+	}
+	reg := crawl.OpenRegistry(spool)
+	// The registry knows the crawl's domain as it was before the block.
+	if _, err := reg.Update([]string{"x.example"}, func(_ string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
+		old := crawl.NewDomain("x.example", "x.example", now)
+		old.Status = crawl.DomainActive
+		out, _ := crawl.Observe(e, cfg, old, true, now)
+		return out
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.MarkBuilt(now); err != nil {
+		t.Fatal(err)
+	}
+	e := startEnvAt(t, dir, 2)
+	defer e.stop()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := reg.Load("x.example")
+		if err == nil && got.Status == crawl.DomainBlocked && got.CooldownUntil != nil && got.CooldownUntil.Equal(until) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lost write-back was not made again: %+v %v", got, err)
+		}
 	}
 }
