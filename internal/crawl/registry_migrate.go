@@ -84,18 +84,12 @@ func MigrateRegistry(s *job.Spool, dryRun bool, now time.Time, report func(error
 	if dryRun {
 		return plan, nil
 	}
-	byName := make(map[string]*RegistryEntry, len(plan))
-	for _, p := range plan {
-		byName[p.Entry.Domain] = p.Entry
-	}
+	// Merged again under the writer lock, into the entry as it is then
+	// (a frontier may have written it since the plan was made).
+	plan = plan[:0]
 	errs, err := reg.Update(doms, func(name string, cur *RegistryEntry) *RegistryEntry {
-		e := byName[name]
-		if e == nil {
-			return nil
-		}
-		if cur != nil {
-			e.Version = cur.Version
-		}
+		e := mergeObservations(cur, byDomain[name], now, func(o obs) (*Crawl, *Domain) { return o.c, o.d })
+		plan = append(plan, RegistryPlan{Entry: e, Existed: cur != nil})
 		return e
 	})
 	if err != nil {
