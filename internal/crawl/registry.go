@@ -129,11 +129,15 @@ func (e *RegistryEntry) CoolingDown(now time.Time) bool {
 type Registry struct {
 	Spool *job.Spool
 	Dir   string
+	// Wait is how long Update waits for the writer lock (ErrBusy after).
+	Wait time.Duration
 }
 
 // OpenRegistry returns the registry of spool s (its directory is made
-// by the first write).
-func OpenRegistry(s *job.Spool) *Registry { return &Registry{Spool: s, Dir: s.Path(RegistryDir)} }
+// by the first write); Update waits up to 10 s for the writer lock.
+func OpenRegistry(s *job.Spool) *Registry {
+	return &Registry{Spool: s, Dir: s.Path(RegistryDir), Wait: 10 * time.Second}
+}
 
 // Path is the file of domain's entry.
 func (r *Registry) Path(domain string) string { return filepath.Join(r.Dir, DomainFile(domain)) }
@@ -210,7 +214,7 @@ func (r *Registry) Lock(timeout time.Duration) (*Flock, error) {
 // directory is fsynced once at the end. The errors are per name: a
 // newer-schema file is left alone and reported, not overwritten.
 func (r *Registry) Update(names []string, fn func(name string, e *RegistryEntry) *RegistryEntry) (map[string]error, error) {
-	l, err := r.Lock(10 * time.Second)
+	l, err := r.Lock(r.Wait)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,8 @@ type driver struct {
 	// their status) and whose counters changed, and when.
 	regDirty, regStale   map[string]bool
 	regSaved, regChecked time.Time
-	regVerify            []string // domains whose write-back a crash may have lost
+	regErrAt             time.Time // last "cannot write the domain registry" line
+	regVerify            []string  // domains whose write-back a crash may have lost
 }
 
 func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {

@@ -29,6 +29,13 @@ const (
 	RegistryFlush   = 10 * time.Second
 	RegistryRecheck = 2 * time.Second
 	RegistryVerify  = 256
+	// RegistryLockWait bounds a step's wait for the registry's writer
+	// lock: a holder that does not let go (a stuck farroctl, a planted
+	// process) delays the write-back, never the crawl.
+	RegistryLockWait = 250 * time.Millisecond
+	// registryErrEvery spaces the log lines of a registry that keeps
+	// failing (a full disk, a directory planted as its lock).
+	registryErrEvery = 10 * time.Second
 )
 
 // buildRegistry builds the registry from the crawls' domain files on the
@@ -121,7 +128,10 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 		return out
 	})
 	if err != nil {
-		d.log.Error().Err(err).Int("domains", len(names)).Msg("cannot write the domain registry; retrying")
+		if now.Sub(d.regErrAt) >= registryErrEvery {
+			d.regErrAt = now
+			d.log.Error().Err(err).Int("domains", len(names)).Msg("cannot write the domain registry; retrying")
+		}
 		for n := range verify {
 			d.regVerify = append(d.regVerify, n)
 		}
@@ -141,6 +151,28 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 	}
 	if counters {
 		d.regSaved = now
+	}
+}
+
+// registryPending tells whether writes to the registry are still to make.
+func (d *driver) registryPending() bool { return len(d.regDirty)+len(d.regStale) > 0 }
+
+// leaveRegistry keeps a stopped driver whose last registry writes failed
+// (its crawl done or cancelled: no driver would make them), for
+// retryRegistry.
+func (f *Frontier) leaveRegistry(name string, d *driver) {
+	if d.registryPending() {
+		f.regLeft[name] = d
+	}
+}
+
+// retryRegistry makes the registry writes of stopped drivers.
+func (f *Frontier) retryRegistry(now time.Time) {
+	for name, d := range f.regLeft {
+		d.flushRegistry(now, true)
+		if !d.registryPending() {
+			delete(f.regLeft, name)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
+	"github.com/farro-dev/farro/internal/frontier"
 	"github.com/farro-dev/farro/internal/testsite"
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -232,6 +233,60 @@ func TestRegistryWriteBackAfterCrash(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the lost write-back was not made again: %+v %v", got, err)
+		}
+	}
+}
+
+// TestRegistryLockHeldNeverStopsTheCrawl: a writer lock of the registry
+// that another process keeps delays the write-back, not the crawl; the
+// entries are written once it is let go.
+func TestRegistryLockHeldNeverStopsTheCrawl(t *testing.T) {
+	t.Parallel()
+	site := testsite.Start(testsite.Options{})
+	defer site.Close()
+	dir := t.TempDir()
+	spool, err := job.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := crawl.OpenRegistry(spool)
+	if err := reg.MarkBuilt(time.Now().UTC()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := reg.Lock(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnvAt(t, dir, 2)
+	defer e.stop()
+	cfg := testCrawl(site, "locked")
+	cfg.Seeds = []crawl.Seed{{URL: site.URL(testsite.HostB, "/")}}
+	cfg.Scope = crawl.ScopeHost
+	cfg.Delay = crawl.Duration(20 * time.Millisecond)
+	cfg.MaxDepth = 1
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := crawl.Open(spool, cfg.Name)
+	if err := st.Create(cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, crawl.Done, 20*time.Second)
+	// Longer than a step waits for the lock: the stopping driver's last
+	// write fails too.
+	time.Sleep(3 * frontier.RegistryLockWait)
+	b := testsite.HostB + ":" + itoa(site.Port)
+	if _, err := reg.Load(b); err == nil {
+		t.Error("an entry was written while the lock was held")
+	}
+	l.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := reg.Load(b)
+		if err == nil && got.Crawls["locked"] != nil && got.PagesCrawled > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no entry after the lock was let go: %+v %v", got, err)
 		}
 	}
 }

@@ -174,6 +174,19 @@ func TestDomainRegistryRuns(t *testing.T) {
 		time.Until(*e.CooldownUntil) < 29*24*time.Hour || e.StatusCrawl != "r1" {
 		t.Errorf("domain show %s: %+v %v; want blocked by r1 for the login-wall cooldown (30 days)", C, e, err)
 	}
+	// domain reset: the registry's entry too, and r2 crawls B after all.
+	resetAt := time.Now()
+	if out := f.ctl("domain", "reset", "r2", B, "--reason", "site changed"); !strings.Contains(out, "registry exhausted -> pending") {
+		t.Errorf("domain reset r2 %s: %s", B, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(pages2(requests(B, resetAt))) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("crawl r2 did not crawl B after domain reset\n%s", f.ctl("domains", "--crawl", "r2"))
+		}
+	}
+	if n := requests(C, r2); len(n) != 0 {
+		t.Errorf("crawl r2 sent requests to C: %v", n)
+	}
 	if out := f.ctl("domains", "migrate", "--dry-run"); !strings.Contains(out, "would write domains/"+crawl.DomainFile(C)+" (merged): blocked (login_required) from crawl r1") ||
 		!strings.Contains(out, "nothing written") {
 		t.Errorf("domains migrate --dry-run:\n%s", out)
