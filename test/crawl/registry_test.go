@@ -12,7 +12,7 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-// TestDomainRegistryRuns runs seed 004's stop-and-resume and seeds
+// TestDomainRegistryRuns runs the stop-and-resume and seeds
 // scenarios with the real daemons, checked from the site's access log.
 //
 // Run 1 of crawl r1 (seeds A, B, C; three pages per domain per run) leaves
