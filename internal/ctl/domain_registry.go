@@ -24,13 +24,19 @@ func registryDomain(arg string) (string, error) {
 
 // RegistryDomains prints the registry's entries: status, reason,
 // cooldown, last crawl, lifetime counters and the crawls that know each
-// domain (o.Status and o.Limit apply; o.JSON for JSON Lines).
+// domain (o.Status, o.Limit and o.Crawl, the domains a crawl knows,
+// apply; o.JSON for JSON Lines).
 func (c *Ctl) RegistryDomains(o DomainsOptions) error {
 	if o.Limit < 0 {
 		return Usagef("domains --limit %d: must not be negative", o.Limit)
 	}
-	if o.Crawl != "" || o.By != "" {
-		return Usagef("domains --registry lists the spool's registry: it takes no --crawl or --by")
+	if o.By != "" {
+		return Usagef("domains --registry lists the spool's registry by domain: it takes no --by")
+	}
+	if o.Crawl != "" {
+		if err := crawl.ValidateName(o.Crawl); err != nil {
+			return UsageError(err)
+		}
 	}
 	want, s, _, err := c.domainsScope(DomainsOptions{Status: o.Status})
 	if err != nil {
@@ -45,7 +51,7 @@ func (c *Ctl) RegistryDomains(o DomainsOptions) error {
 	}
 	var rows []*crawl.RegistryEntry
 	for _, e := range es {
-		if len(want) == 0 || want[e.Status] {
+		if (len(want) == 0 || want[e.Status]) && (o.Crawl == "" || e.Crawls[o.Crawl] != nil) {
 			rows = append(rows, e)
 		}
 	}

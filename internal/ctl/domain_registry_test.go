@@ -58,8 +58,14 @@ func TestDomainRegistryCommands(t *testing.T) {
 		!strings.Contains(lines[1], "forbidden") || !strings.Contains(lines[1], until.Format("2006-01-02 15:04:05")) || !strings.HasSuffix(lines[1], "one") {
 		t.Errorf("domains --registry --status blocked:\n%s", e.stdout)
 	}
-	if err := e.ctl("").RegistryDomains(ctl.DomainsOptions{Crawl: "one"}); ctl.ExitCode(err) != ctl.ExitUsage {
-		t.Errorf("domains --registry --crawl: %v", err)
+	if err := e.ctl("").RegistryDomains(ctl.DomainsOptions{By: "yield"}); ctl.ExitCode(err) != ctl.ExitUsage {
+		t.Errorf("domains --registry --by: %v", err)
+	}
+	if err := e.ctl("").RegistryDomains(ctl.DomainsOptions{Crawl: "two", JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(e.stdout.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"domain":"a.example"`) {
+		t.Errorf("domains --registry --crawl two --json (crawl two knows a.example only):\n%s", e.stdout)
 	}
 
 	var entry crawl.RegistryEntry
