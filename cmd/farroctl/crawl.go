@@ -150,11 +150,15 @@ a per-run budget reached pauses the crawl.`,
 			&cli.StringSliceFlag{Name: "status", Usage: "only domains in status `S`: pending, active, exhausted, blocked, unreachable"},
 			&cli.StringFlag{Name: "by", Usage: "\"priority\": order by the domains' priority score (yield, pages left, errors, staleness), computed now (docs/PIPELINE.md); \"yield\": the top domains, by yield rate (pages with new content per page fetched)"},
 			&cli.IntFlag{Name: "limit", Usage: "print at most `N` domains (0: all)"},
-			jsonFlag,
+			jsonFlag, registryFlag, // domain_registry.go
 		},
+		Subcommands: []*cli.Command{domainsMigrateCommand(c, usageErr)},
 		Action: func(cc *cli.Context) error {
 			if cc.Args().Present() {
 				return ctl.Usagef("domains takes no arguments (use --crawl)")
+			}
+			if cc.Bool("registry") {
+				return c(cc).RegistryDomains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by"), Limit: cc.Int("limit")})
 			}
 			return c(cc).Domains(ctl.DomainsOptions{Crawl: cc.String("crawl"), Status: cc.StringSlice("status"), JSON: cc.Bool("json"), By: cc.String("by"), Limit: cc.Int("limit")})
 		},
@@ -163,26 +167,32 @@ a per-run budget reached pauses the crawl.`,
 		Name: "domain", Usage: "one domain of a crawl: show, reset", OnUsageError: usageErr,
 		Subcommands: []*cli.Command{
 			{
-				Name: "show", Usage: "print the domain's entity as JSON", ArgsUsage: "NAME DOMAIN", OnUsageError: usageErr,
+				Name: "show", Usage: "print the domain's entity as JSON: the crawl's, with the registry's entry; DOMAIN alone: the registry's entry", ArgsUsage: "[NAME] DOMAIN", OnUsageError: usageErr,
 				Action: func(cc *cli.Context) error {
-					a, err := nameArg(cc, 2)
+					a, err := domainArgs(cc) // domain_registry.go
 					if err != nil {
 						return err
+					}
+					if len(a) == 1 {
+						return c(cc).RegistryShow(a[0])
 					}
 					return c(cc).DomainShow(a[0], a[1])
 				},
 			},
 			{
-				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared) and re-crawl it: every page it knows is fetched again",
-				ArgsUsage: "NAME DOMAIN", OnUsageError: usageErr,
+				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared) and re-crawl it: every page it knows is fetched again; its registry entry is reset too, so every crawl crawls it again (DOMAIN alone: the registry's entry only)",
+				ArgsUsage: "[NAME] DOMAIN", OnUsageError: usageErr,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "reason", Usage: "why (`TEXT`, one line): kept in the domain's reason and the audit line"},
 					&cli.BoolFlag{Name: "no-recrawl", Usage: "only clear the status: pages already fetched are not fetched again"},
 				},
 				Action: func(cc *cli.Context) error {
-					a, err := nameArg(cc, 2)
+					a, err := domainArgs(cc)
 					if err != nil {
 						return err
+					}
+					if len(a) == 1 {
+						return c(cc).RegistryReset(a[0], cc.String("reason"))
 					}
 					return c(cc).DomainResetWith(ctl.DomainResetOptions{Crawl: a[0], Domain: a[1], Reason: cc.String("reason"), NoRecrawl: cc.Bool("no-recrawl")})
 				},

@@ -164,6 +164,11 @@ type Domain struct {
 	Status       DomainStatus `json:"status"`
 	Reason       string       `json:"reason,omitempty"` // a Reason* code
 	ReasonDetail string       `json:"reason_detail,omitempty"`
+	// RegistryHold is the status the domain took from the spool's domain
+	// registry when the crawl met it (registry.go, Adopt): blocked or
+	// unreachable (a cooldown another crawl set) or exhausted (another
+	// crawl finished it: held). It is cleared when the status changes.
+	RegistryHold DomainStatus `json:"registry_hold,omitempty"`
 
 	FirstSeenAt    time.Time  `json:"first_seen_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
@@ -241,6 +246,9 @@ func (d *Domain) SetStatus(to DomainStatus, reason, detail string) error {
 	if !CanTransitionDomain(d.Status, to) {
 		return fmt.Errorf("domain %s: %w: %s -> %s (%s)", d.Domain, ErrIllegalDomainTransition, d.Status, to, reason)
 	}
+	if d.Status != to {
+		d.RegistryHold = ""
+	}
 	d.Status, d.Reason, d.ReasonDetail = to, reason, detail
 	return nil
 }
@@ -250,6 +258,7 @@ func (d *Domain) SetStatus(to DomainStatus, reason, detail string) error {
 // are kept; the robots cache is dropped so robots.txt is fetched again.
 func (d *Domain) Reset(now time.Time) {
 	d.Status, d.Reason, d.ReasonDetail = DomainPending, ReasonReset, ""
+	d.RegistryHold = ""
 	d.NextCrawlAfter, d.NextReleaseAt, d.FirstBlockedAt = nil, nil, nil
 	d.ConsecutiveErrorCount, d.ConsecutiveNetErrorCount, d.Cooldowns = 0, 0, 0
 	d.ConsecutiveLoginWalls = 0

@@ -134,9 +134,10 @@ func (c *Ctl) DomainShow(name, domain string) error {
 	}
 	out := struct {
 		*crawl.Domain
-		Pending int64 `json:"pending"`
-		GaveUp  bool  `json:"gave_up"`
-	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil}
+		Pending  int64                `json:"pending"`
+		GaveUp   bool                 `json:"gave_up"`
+		Registry *crawl.RegistryEntry `json:"registry,omitempty"` // domain_registry.go
+	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil, c.registryEntryOf(d.Domain)}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
 	return err
@@ -177,6 +178,10 @@ func (c *Ctl) DomainResetWith(o DomainResetOptions) (err error) {
 		return err
 	}
 	now := time.Now().UTC()
+	regMsg, err := c.resetRegistry(dn, o.Reason, now) // domain_registry.go
+	if err != nil {
+		return err
+	}
 	l, err := crawl.TryFlock(st.Path(crawl.FrontierLock))
 	if err == nil {
 		defer l.Unlock()
@@ -191,7 +196,7 @@ func (c *Ctl) DomainResetWith(o DomainResetOptions) (err error) {
 			return err
 		}
 		msg, err := recrawl(st, cr, dn, o, now) // domain_reset.go
-		fmt.Fprintf(c.Stdout, "%s: %s -> pending (reset)%s\n", dn, from, msg)
+		fmt.Fprintf(c.Stdout, "%s: %s -> pending (reset)%s%s\n", dn, from, msg, regMsg)
 		return err
 	}
 	if !errors.Is(err, crawl.ErrBusy) {
@@ -201,6 +206,6 @@ func (c *Ctl) DomainResetWith(o DomainResetOptions) (err error) {
 		return err
 	}
 	msg, err := recrawl(st, cr, dn, o, now)
-	fmt.Fprintf(c.Stdout, "%s: %s; reset requested (the crawl's frontier applies it)%s\n", dn, d.Status, msg)
+	fmt.Fprintf(c.Stdout, "%s: %s; reset requested (the crawl's frontier applies it)%s%s\n", dn, d.Status, msg, regMsg)
 	return err
 }

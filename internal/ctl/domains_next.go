@@ -16,6 +16,8 @@ func nextColumn(r *DomainSummary, now time.Time) string {
 	switch {
 	case r.GaveUp:
 		return "never (gave up)"
+	case r.Status == crawl.DomainExhausted && r.Reason == crawl.ReasonRegistryExhausted && r.Pending > 0:
+		return "held (registry)" // exhausted by another crawl: domain reset frees it
 	case r.Pending == 0 && r.NextCrawlAfter != nil && r.NextCrawlAfter.After(now):
 		return "after " + r.NextCrawlAfter.UTC().Format("2006-01-02 15:04:05")
 	case r.Pending == 0:

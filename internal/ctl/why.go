@@ -231,6 +231,8 @@ func waitingWhy(a *WhyAnswer, st *crawl.Store, cr *crawl.Crawl, u string, now ti
 		a.Verdict, a.Message = WhyOverBudget, fmt.Sprintf("over budget for this run: max_pages_per_domain_per_run %d reached for %s (resume starts a new run)", cr.MaxPagesPerDomainPerRun, d.Domain)
 	case (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil:
 		a.Verdict, a.Message = WhyBlocked, fmt.Sprintf("domain %s is %s (%s: %s) for the rest of this crawl; farroctl domain reset to retry", d.Domain, d.Status, d.Reason, d.ReasonDetail)
+	case d.Held():
+		a.Verdict, a.Message = WhyBlocked, fmt.Sprintf("domain %s is held: %s", d.Domain, d.ReasonDetail) // domain_registry.go
 	case d.NextCrawlAfter != nil && d.NextCrawlAfter.After(now):
 		a.Verdict, a.Message = WhyCoolingDown, fmt.Sprintf("domain %s cooling down until %s (%s %s); %d ahead of it", d.Domain, d.NextCrawlAfter.Format(whyTimeLayout), d.Status, d.Reason, ahead)
 	case cr.State != crawl.Running:

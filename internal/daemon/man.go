@@ -130,7 +130,7 @@ func spoolFiles() []ManEntry {
 		{in(job.StreamDir + "/*" + job.StreamSegmentExt), "the spool-wide event stream: one JSON line per job transition and operator action, a segment per UTC hour (farroctl events)"},
 		{in(pause.Dir + "/<kind>"), "a paused job kind: no agent claims jobs of it (farroctl pause, resume)"},
 		{in(job.AgentsDir + "/"), "the registry: <id>.lock (flock while the agent runs) and <id>.json per agent; " + registry.DaemonsDir + "/ for managerd and watchdogd (farroctl agents)"},
-		{in("crawls/, sources/, pipeline/"), "the crawl frontier's and the content pipeline's state"},
+		{in("crawls/, domains/, sources/, pipeline/"), "the crawl frontier's and the content pipeline's state; domains/ is the domain registry every crawl shares (farroctl domains --registry)"},
 		{PackagedEnvFile, "the settings (FARRO_* variables) every unit reads (EnvironmentFile=); a conffile of the Debian package"},
 	}
 }

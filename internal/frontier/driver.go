@@ -85,6 +85,13 @@ type driver struct {
 	linkSums   crawl.LinkTally            // the last line of every job, added up
 	discovered int64                      // sum of the domains' PagesDiscovered
 	rereading  map[string]bool            // robots jobs released to read sitemaps before a refresh
+
+	// The domain registry (registry.go): domains to write back (true: with
+	// their status) and whose counters changed, and when.
+	regDirty, regStale   map[string]bool
+	regSaved, regChecked time.Time
+	regErrAt             time.Time // last "cannot write the domain registry" line
+	regVerify            []string  // domains whose write-back a crash may have lost
 }
 
 func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
@@ -99,6 +106,7 @@ func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
 		domains: map[string]*dom{}, work: map[string]*dom{}, inflight: map[string]string{},
 		finished: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},
 		asked: map[string]time.Time{}, rereading: map[string]bool{},
+		regDirty: map[string]bool{}, regStale: map[string]bool{}, regSaved: time.Now(),
 	}
 	if err := d.load(); err != nil {
 		lock.Unlock()
@@ -117,6 +125,7 @@ func (d *driver) close() {
 	d.notePending()         // pending.go
 	d.frSaved = time.Time{} // write frontier.json now if it changed
 	_ = d.persist()
+	d.flushRegistry(time.Now().UTC(), true)
 	d.lock.Unlock()
 }
 
@@ -172,6 +181,7 @@ func (d *driver) load() error {
 			dm = &dom{d: crawl.NewDomain(name, parent, time.Now().UTC()), parsed: map[string]*robots.Robots{}}
 			d.domains[name] = dm
 			d.dirty[name] = true
+			d.adopt(dm, dm.d.FirstSeenAt) // registry.go
 		}
 		dm.mkdirDone = true
 		files, err := readDirNames(filepath.Join(d.st.Path(crawl.QueuesDir), qn))
@@ -227,7 +237,9 @@ func (d *driver) load() error {
 			d.inflight[fl.ID] = name
 		}
 		d.refreshWork(dm)
+		d.regVerify = append(d.regVerify, name) // registry.go
 	}
+	sort.Strings(d.regVerify)
 	d.recount()
 	if err := d.loadCounts(); err != nil {
 		return err
@@ -352,6 +364,7 @@ func (d *driver) step(ctx context.Context) (next time.Time, keep bool) {
 	if err := d.deep.Flush(); err != nil {
 		d.log.Error().Err(err).Msg("deep-set")
 	}
+	d.recheckHeld(now) // registry.go
 	switch d.cfg.State {
 	case crawl.Running:
 		d.releasePass(ctx, now)
@@ -480,7 +493,7 @@ func (d *driver) remaining(now time.Time) (work, runBlocked bool) {
 	}
 	for _, dm := range d.work {
 		dd := dm.d
-		if dd.Pending() == 0 || gaveUp(dd) {
+		if dd.Pending() == 0 || gaveUp(dd) || dd.Held() {
 			continue
 		}
 		if d.cfg.MaxPagesPerDomain > 0 && dd.PagesReleased >= d.cfg.MaxPagesPerDomain {
@@ -587,6 +600,7 @@ func (d *driver) domain(name, parent string, now time.Time) *dom {
 	d.domains[name] = dm
 	d.dirty[name] = true
 	d.log.Info().Str("domain", name).Str("parent_domain", parent).Msg("new domain")
+	d.adopt(dm, now) // registry.go
 	return dm
 }
 
@@ -602,6 +616,7 @@ func (d *driver) transition(dm *dom, to crawl.DomainStatus, reason, detail strin
 		return
 	}
 	d.dirty[dm.d.Domain] = true
+	d.noteRegistry(dm.d.Domain) // registry.go
 	if from != to {
 		ev := d.log.Info()
 		if to == crawl.DomainBlocked || to == crawl.DomainUnreachable {
@@ -659,11 +674,15 @@ func (d *driver) persist() error {
 				return err
 			}
 			delete(d.dirty, n)
+			d.regStale[n] = true
 		}
 		if err := fsq.SyncDir(d.st.Path(crawl.DomainsDir)); err != nil {
 			return err
 		}
 	}
+	// The registry after the crawl's own files: the crawl's state is the
+	// truth, written back (again, after a crash) from it.
+	d.flushRegistry(time.Now().UTC(), false)
 	for _, r := range d.requests {
 		_ = os.Remove(r)
 	}

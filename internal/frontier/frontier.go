@@ -88,6 +88,10 @@ type Frontier struct {
 	domainCounts atomic.Pointer[map[string]map[string]int]
 	pendingURLs  atomic.Pointer[map[string]int64] // pending.go
 	lastCount    time.Time
+	reg          *crawl.Registry // the spool's domain registry (registry.go)
+	// regLeft: drivers stopped with registry writes not made yet, by
+	// crawl; retried every pass until made (registry.go).
+	regLeft map[string]*driver
 }
 
 // DomainCounts returns, for each crawl this frontier is running now
@@ -127,7 +131,9 @@ func (f *Frontier) countDomains(now time.Time) {
 // New returns a frontier.
 func New(cfg Config) *Frontier {
 	cfg.defaults()
-	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}}
+	reg := crawl.OpenRegistry(cfg.Spool)
+	reg.Wait = RegistryLockWait // registry.go: a step never waits long on the registry
+	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}, reg: reg, regLeft: map[string]*driver{}}
 }
 
 // EventCoalesce is how long the frontier lets directory events gather
@@ -143,11 +149,13 @@ func (f *Frontier) Run(ctx context.Context) error {
 	if err := fsq.MkdirDurable(f.cfg.Spool.Path(crawl.Dir)); err != nil {
 		return err
 	}
+	f.buildRegistry(time.Now().UTC()) // registry.go
 	defer func() {
 		for name, d := range f.drivers {
 			d.close()
 			delete(f.drivers, name)
 		}
+		f.retryRegistry(time.Now().UTC()) // a last try; a next start compares (registry.go)
 	}()
 	dirs := map[string]job.State{
 		f.cfg.Spool.StateDir(job.Succeeded): job.Succeeded,
@@ -180,6 +188,7 @@ func (f *Frontier) Run(ctx context.Context) error {
 			if !keep {
 				d.close()
 				delete(f.drivers, name)
+				f.leaveRegistry(name, d) // registry.go
 				continue
 			}
 			if next.Before(wake) {
@@ -187,6 +196,7 @@ func (f *Frontier) Run(ctx context.Context) error {
 			}
 		}
 		f.countDomains(now)
+		f.retryRegistry(now.UTC()) // registry.go
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -288,6 +298,7 @@ func (f *Frontier) discover(now time.Time) {
 			continue
 		}
 		delete(f.busy, name)
+		delete(f.regLeft, name) // the new driver compares its domains with the registry
 		f.drivers[name] = d
 	}
 }

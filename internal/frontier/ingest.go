@@ -477,7 +477,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})
 	dm.d.PagesDiscovered++
 	d.discovered++
-	if dm.d.Status == crawl.DomainExhausted {
+	if dm.d.Status == crawl.DomainExhausted && !dm.d.Held() { // held for the registry: stays exhausted (registry.go)
 		d.transition(dm, crawl.DomainActive, "", "")
 	}
 	d.dirty[name] = true

@@ -48,6 +48,10 @@ func (d *driver) refreshRequest(r *crawl.Request, path string, batch []*dom) (*d
 		}
 	}
 	dd := dm.d
+	if dd.Held() { // registry.go: another crawl exhausted it
+		d.log.Warn().Str("domain", dd.Domain).Msg("refresh of a domain held for the registry dropped (farroctl domain reset first)")
+		return nil, false
+	}
 	if !gaveUp(dd) && d.rereadSitemaps(dm, *r.Before, time.Now().UTC()) { // sitemap.go
 		return nil, true // not kept: the crawl is not done before the round starts
 	}

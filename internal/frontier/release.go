@@ -112,7 +112,7 @@ func (d *driver) globalCapReached() bool {
 // domain whose cooldown is over goes back to pending here.
 func (d *driver) eligible(dm *dom, now time.Time) bool {
 	dd := dm.d
-	if dd.Pending() == 0 {
+	if dd.Pending() == 0 || dd.Held() {
 		return false
 	}
 	switch dd.Status {
