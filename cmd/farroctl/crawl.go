@@ -41,13 +41,17 @@ func crawlCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorFunc)
 		Usage:     "start a crawl: its configuration goes to the spool, managerd's frontier drives it",
 		ArgsUsage: "NAME",
 		Description: `NAME: [A-Za-z0-9][A-Za-z0-9_-]{0,63}, never reused. Prints NAME.
-Seeds come from --seed (repeatable) and --seeds-file (lines "URL [PRIORITY]", '#' comments, - for stdin).
+Seeds come from --seed (repeatable) and --seeds-file (lines "URL [PRIORITY] [rank=N] [source=NAME]",
+'#' comments, - for stdin). A seed's rank (1 the best) and source become its domain's seed_rank and
+source (--rank gives the --seed URLs theirs, --source every seed without one); the rank raises the
+domain's priority score, which orders releases (docs/CRAWL.md).
 Budgets count URL jobs released; 0 means unlimited. A run starts with start and with every resume;
 a per-run budget reached pauses the crawl.`,
 		OnUsageError: usageErr,
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "seed", Usage: "start `URL` (repeatable)"},
 			&cli.StringFlag{Name: "seeds-file", Usage: "read seeds from `FILE` (- for stdin)"},
+			rankFlag(), sourceFlag(), // crawl_set.go
 			&cli.StringFlag{Name: "scope", Value: string(def.Scope), Usage: "host (the seeds' hosts, www. folded), domain (their registrable domains, subdomains included) or prefix (URLs starting with a seed)"},
 			&cli.IntFlag{Name: "max-depth", Value: def.MaxDepth, Usage: "links followed from a seed (seeds: depth 0)"},
 			&cli.Int64Flag{Name: "max-pages", Usage: "URL jobs released in total (0: unlimited)"},
@@ -106,7 +110,8 @@ a per-run budget reached pauses the crawl.`,
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
 			applyCrawlFilterFlags(cc, cr)   // crawl_filter.go
 			applyCrawlCooldownFlags(cc, cr) // crawl_cooldown.go
-			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve")})
+			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve"),
+				Rank: cc.Int("rank"), Source: cc.String("source")})
 		},
 	}
 	crawlCmd := &cli.Command{

@@ -15,6 +15,7 @@ func crawlGrowCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorF
 		ArgsUsage: "NAME URL...", OnUsageError: usageErr,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "priority", Usage: "the seeds' priority `N` (higher first within a depth)"},
+			rankFlag(), sourceFlag(),
 		},
 		Action: func(cc *cli.Context) error {
 			args, err := absorbFlags(cc)
@@ -24,7 +25,7 @@ func crawlGrowCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorF
 			if len(args) < 2 {
 				return ctl.Usagef("%s: want NAME URL... (see --help)", cc.Command.Name)
 			}
-			return c(cc).CrawlAddSeeds(ctl.CrawlAddSeedsOptions{Name: args[0], URLs: args[1:], Priority: cc.Int("priority")})
+			return c(cc).CrawlAddSeeds(ctl.CrawlAddSeedsOptions{Name: args[0], URLs: args[1:], Priority: cc.Int("priority"), Rank: cc.Int("rank"), Source: cc.String("source")})
 		},
 	}
 	set := &cli.Command{
@@ -66,4 +67,14 @@ released, 0 means unlimited. A done crawl whose budgets changed starts a new run
 		},
 	}
 	return []*cli.Command{addSeeds, set}
+}
+
+// rankFlag and sourceFlag are the seed rank and source of the seeds a
+// command adds: terms of their domains' priority (docs/CRAWL.md).
+func rankFlag() cli.Flag {
+	return &cli.IntFlag{Name: "rank", Usage: "the seeds' rank `N` in a ranked list of domains (1 the best): their domains' seed_rank, which raises their priority score (0: none)"}
+}
+
+func sourceFlag() cli.Flag {
+	return &cli.StringFlag{Name: "source", Usage: "where the seeds came from (a list and its version, e.g. tranco_20260205): their domains' source"}
 }

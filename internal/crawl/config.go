@@ -88,6 +88,29 @@ func (n Normalization) Options() urlnorm.Options {
 type Seed struct {
 	URL      string `json:"url"`
 	Priority int    `json:"priority,omitempty"`
+	// Rank is the seed's place in a ranked list of domains (1 the best;
+	// 0 none): its domain's seed_rank, a term of its priority score.
+	Rank int `json:"rank,omitempty"`
+	// Source names where the seed came from (a list and its version,
+	// say "tranco_20260205"): its domain's source.
+	Source string `json:"source,omitempty"`
+}
+
+// MaxSourceLen bounds a seed's source name.
+const MaxSourceLen = 100
+
+// ValidSeedSource reports whether src may name a seed's source: at most
+// MaxSourceLen printable ASCII characters, no spaces.
+func ValidSeedSource(src string) bool {
+	if len(src) > MaxSourceLen {
+		return false
+	}
+	for i := 0; i < len(src); i++ {
+		if src[i] <= ' ' || src[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // Crawl is crawl.json: a crawl's configuration and its state.
@@ -217,6 +240,12 @@ func (c *Crawl) Validate() error {
 		n, err := urlnorm.Normalize(s.URL, c.Normalize.Options())
 		if err != nil {
 			return fmt.Errorf("seed %q: %w", s.URL, err)
+		}
+		if s.Rank < 0 {
+			return fmt.Errorf("seed %q: rank %d: must be 1 or more (0: none)", s.URL, s.Rank)
+		}
+		if !ValidSeedSource(s.Source) {
+			return fmt.Errorf("seed %q: source %q: at most %d printable characters, no spaces", s.URL, s.Source, MaxSourceLen)
 		}
 		c.Seeds[i].URL = n
 	}

@@ -64,6 +64,19 @@ func CanTransitionDomain(from, to DomainStatus) bool {
 	return false
 }
 
+// AdoptSeed records what seed s says of the domain it names: the best
+// rank, the first source. It reports whether anything changed.
+func (d *Domain) AdoptSeed(s Seed) bool {
+	changed := false
+	if s.Rank > 0 && (d.SeedRank == 0 || s.Rank < d.SeedRank) {
+		d.SeedRank, changed = s.Rank, true
+	}
+	if d.Source == "" && s.Source != "" {
+		d.Source, changed = s.Source, true
+	}
+	return changed
+}
+
 // Valid reports whether s is a known status.
 func (s DomainStatus) Valid() bool { _, ok := domainTransitions[s]; return ok }
 
@@ -169,6 +182,13 @@ type Domain struct {
 	// unreachable (a cooldown another crawl set) or exhausted (another
 	// crawl finished it: held). It is cleared when the status changes.
 	RegistryHold DomainStatus `json:"registry_hold,omitempty"`
+
+	// SeedRank is the best rank (1 the best) of the seeds naming the
+	// domain, 0 when none has one; Source where the first seed naming it
+	// with a source came from. Both set when a seed is queued (a domain
+	// found only by links has neither).
+	SeedRank int    `json:"seed_rank,omitempty"`
+	Source   string `json:"source,omitempty"`
 
 	FirstSeenAt    time.Time  `json:"first_seen_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`

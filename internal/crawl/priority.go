@@ -7,20 +7,29 @@ import (
 )
 
 // Priority is a domain's scheduling score, seed 004 section 6.2, computed
-// when it is asked for (never stored, so it is never stale):
+// when it is asked for (never stored, so it is never stale; computing it
+// is a few float operations on fields the domain holds):
 //
-//	score = yield_rate*1000 + min(remaining, 500)*2 - error_rate*500 + staleness_days*5
+//	score = rank_term + yield_rate*1000 + min(remaining, 500)*2 - error_rate*500 + staleness_days*5
 //
-// yield_rate is PagesNew / PagesCrawled (farro stores pages, not images:
-// the share of responses that brought content not seen before), error_rate
-// TotalErrorCount / PagesCrawled (both 0 before the first response),
-// remaining the URLs queued and not released, staleness the days since the
-// last response (since 2000-01-01 for a domain never crawled, as the
-// seed's COALESCE). Blocked and unreachable domains get no score (Scored
-// false): the seed leaves them out of the computation.
+// rank_term rewards a good seed rank: 1000/seed_rank (1000 for the first
+// domain of a ranked list, 100 for the tenth, 1 for the thousandth, 0
+// beyond and for a domain with no rank). The design adds the rank itself,
+// which would put the thousandth domain of a list before the first; the
+// term keeps the intent (a list's ranks give the initial order) on the
+// scale of the other terms. yield_rate is PagesNew / PagesCrawled (farro
+// stores pages, not images: the share of responses that brought content
+// not seen before), error_rate TotalErrorCount / PagesCrawled (both 0
+// before the first response), remaining the URLs queued and not
+// released, staleness the days since the last response (since 2000-01-01
+// for a domain never crawled, as the seed's COALESCE). Blocked and
+// unreachable domains get no score (Scored false): the seed leaves them
+// out of the computation.
 type Priority struct {
 	Score         int     `json:"score"`
 	Scored        bool    `json:"scored"`
+	SeedRank      int     `json:"seed_rank,omitempty"`
+	RankTerm      int     `json:"rank_term,omitempty"`
 	YieldRate     float64 `json:"yield_rate"`
 	ErrorRate     float64 `json:"error_rate"`
 	Remaining     int64   `json:"remaining"`
@@ -32,7 +41,7 @@ var neverCrawled = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // PriorityOf computes d's priority at now.
 func PriorityOf(d *Domain, now time.Time) Priority {
-	p := Priority{Remaining: d.Pending()}
+	p := Priority{Remaining: d.Pending(), SeedRank: d.SeedRank, RankTerm: RankTerm(d.SeedRank)}
 	if d.PagesCrawled > 0 {
 		p.YieldRate = float64(d.PagesNew) / float64(d.PagesCrawled)
 		p.ErrorRate = float64(d.TotalErrorCount) / float64(d.PagesCrawled)
@@ -46,9 +55,45 @@ func PriorityOf(d *Domain, now time.Time) Priority {
 		return p
 	}
 	p.Scored = true
-	p.Score = int(math.Round(p.YieldRate*1000)) + int(min(p.Remaining, 500))*2 -
+	p.Score = p.RankTerm + int(math.Round(p.YieldRate*1000)) + int(min(p.Remaining, 500))*2 -
 		int(math.Round(p.ErrorRate*500)) + int(p.StalenessDays*5)
 	return p
+}
+
+// RankTerm is the score's term for seed rank r (1 the best, 0 none).
+func RankTerm(r int) int {
+	if r <= 0 {
+		return 0
+	}
+	return 1000 / r
+}
+
+// CandidateLess orders domains that may release (seed 004 section 6.1's
+// discovery candidates): active before the others (partly crawled, the
+// best to resume), then the higher score, then the least recently crawled
+// (never crawled first). pa and pb are a's and b's priorities, computed
+// once per pass by the caller. It reports whether the order is decided;
+// ties are the caller's to break.
+func CandidateLess(a, b *Domain, pa, pb Priority) (less, decided bool) {
+	if aa, ba := a.Status == DomainActive, b.Status == DomainActive; aa != ba {
+		return aa, true
+	}
+	if pa.Scored != pb.Scored {
+		return pa.Scored, true
+	}
+	if pa.Score != pb.Score {
+		return pa.Score > pb.Score, true
+	}
+	switch {
+	case a.LastCrawledAt == nil && b.LastCrawledAt == nil:
+	case a.LastCrawledAt == nil:
+		return true, true
+	case b.LastCrawledAt == nil:
+		return false, true
+	case !a.LastCrawledAt.Equal(*b.LastCrawledAt):
+		return a.LastCrawledAt.Before(*b.LastCrawledAt), true
+	}
+	return false, false
 }
 
 // RefreshDue reports whether d is a refresh candidate at now (seed 004

@@ -24,8 +24,12 @@ import (
 type CrawlStartOptions struct {
 	Crawl     *crawl.Crawl
 	Seeds     []string
-	SeedsFile string // lines "URL [PRIORITY]"; '#' starts a comment; "-" is stdin
+	SeedsFile string // lines "URL [PRIORITY] [rank=N] [source=NAME]"; '#' starts a comment; "-" is stdin
 	Resolve   []string
+	// Rank is the seed rank of the Seeds URLs (1 the best, 0 none); Source
+	// the source of every seed that names none of its own.
+	Rank   int
+	Source string
 }
 
 // CrawlStart creates a crawl; managerd's frontier picks it up.
@@ -39,8 +43,11 @@ func (c *Ctl) CrawlStart(o CrawlStartOptions) (err error) {
 	if err := crawl.ValidateName(cr.Name); err != nil {
 		return UsageError(err)
 	}
+	if err := checkRankSource(o.Rank, o.Source); err != nil {
+		return err
+	}
 	for _, s := range o.Seeds {
-		cr.Seeds = append(cr.Seeds, crawl.Seed{URL: s})
+		cr.Seeds = append(cr.Seeds, crawl.Seed{URL: s, Rank: o.Rank})
 	}
 	if o.SeedsFile != "" {
 		seeds, err := c.readSeeds(o.SeedsFile)
@@ -48,6 +55,11 @@ func (c *Ctl) CrawlStart(o CrawlStartOptions) (err error) {
 			return err
 		}
 		cr.Seeds = append(cr.Seeds, seeds...)
+	}
+	for i := range cr.Seeds {
+		if cr.Seeds[i].Source == "" {
+			cr.Seeds[i].Source = o.Source
+		}
 	}
 	if len(o.Resolve) > 0 && cr.Resolve == nil {
 		cr.Resolve = map[string]string{}
@@ -106,20 +118,14 @@ func (c *Ctl) readSeeds(path string) ([]crawl.Seed, error) {
 			line = line[:i]
 		}
 		f := strings.Fields(line)
-		switch len(f) {
-		case 0:
+		if len(f) == 0 {
 			continue
-		case 1:
-			out = append(out, crawl.Seed{URL: f[0]})
-		case 2:
-			p, err := strconv.Atoi(f[1])
-			if err != nil {
-				return nil, Usagef("%s line %d: priority %q is not an integer", path, n, f[1])
-			}
-			out = append(out, crawl.Seed{URL: f[0], Priority: p})
-		default:
-			return nil, Usagef("%s line %d: want \"URL [PRIORITY]\"", path, n)
 		}
+		seed, err := parseSeedLine(f)
+		if err != nil {
+			return nil, Usagef("%s line %d: %v", path, n, err)
+		}
+		out = append(out, seed)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -379,4 +385,50 @@ func artifactOf(s *job.Spool, name string, o *crawl.Outcome) *crawl.Artifact {
 		a.FetchedAt = *o.FetchedAt
 	}
 	return a
+}
+
+// parseSeedLine reads the fields of one seeds-file line: "URL [PRIORITY]
+// [rank=N] [source=NAME]", the key=value fields in any order after the
+// URL.
+func parseSeedLine(f []string) (crawl.Seed, error) {
+	const want = `want "URL [PRIORITY] [rank=N] [source=NAME]"`
+	s := crawl.Seed{URL: f[0]}
+	havePrio := false
+	for _, field := range f[1:] {
+		k, v, kv := strings.Cut(field, "=")
+		switch {
+		case !kv && !havePrio:
+			p, err := strconv.Atoi(field)
+			if err != nil {
+				return s, fmt.Errorf("priority %q is not an integer (%s)", field, want)
+			}
+			s.Priority, havePrio = p, true
+		case kv && k == "rank" && s.Rank == 0:
+			r, err := strconv.Atoi(v)
+			if err != nil || r < 1 {
+				return s, fmt.Errorf("rank %q: want an integer of 1 or more", v)
+			}
+			s.Rank = r
+		case kv && k == "source" && s.Source == "":
+			if v == "" || !crawl.ValidSeedSource(v) {
+				return s, fmt.Errorf("source %q: want 1 to %d printable characters", v, crawl.MaxSourceLen)
+			}
+			s.Source = v
+		default:
+			return s, fmt.Errorf("%q: %s", field, want)
+		}
+	}
+	return s, nil
+}
+
+// checkRankSource checks the --rank and --source of a command that adds
+// seeds.
+func checkRankSource(rank int, source string) error {
+	if rank < 0 {
+		return Usagef("--rank %d: want 1 or more (the best rank is 1)", rank)
+	}
+	if !crawl.ValidSeedSource(source) {
+		return Usagef("--source %q: at most %d printable characters, no spaces", source, crawl.MaxSourceLen)
+	}
+	return nil
 }

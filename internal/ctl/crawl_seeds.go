@@ -14,6 +14,8 @@ type CrawlAddSeedsOptions struct {
 	Name     string
 	URLs     []string
 	Priority int
+	Rank     int    // the seeds' rank (1 the best, 0 none)
+	Source   string // where they came from
 }
 
 // CrawlAddSeeds adds seeds to a running, paused or done crawl: they join
@@ -29,6 +31,9 @@ func (c *Ctl) CrawlAddSeeds(o CrawlAddSeedsOptions) (err error) {
 	if len(o.URLs) == 0 {
 		return Usagef("crawl add-seeds: want NAME URL...")
 	}
+	if err := checkRankSource(o.Rank, o.Source); err != nil {
+		return err
+	}
 	_, st, cr, err := c.crawlStore(o.Name)
 	if err != nil {
 		return err
@@ -42,7 +47,7 @@ func (c *Ctl) CrawlAddSeeds(o CrawlAddSeedsOptions) (err error) {
 		}
 		if !seen[n] {
 			seen[n] = true
-			seeds = append(seeds, crawl.Seed{URL: n, Priority: o.Priority})
+			seeds = append(seeds, crawl.Seed{URL: n, Priority: o.Priority, Rank: o.Rank, Source: o.Source})
 		}
 	}
 	probe := *cr

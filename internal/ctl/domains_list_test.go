@@ -71,3 +71,56 @@ func TestDomainsLimitAndYield(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainsByPriorityIsReleaseOrder: --by priority lists domains in the
+// frontier's release order: active first, then by score (a seed rank of 1
+// outscores none), blocked last; RANK shows the seed rank, --json its
+// seed_rank, rank_term and source.
+func TestDomainsByPriorityIsReleaseOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.newCrawlWithDomains("ranked", "a.example")
+	now := time.Now().UTC()
+	recent := now.Add(-time.Hour)
+	for _, c := range []struct {
+		name   string
+		status crawl.DomainStatus
+		rank   int
+	}{{"a.example", crawl.DomainPending, 0}, {"b.example", crawl.DomainPending, 1}, {"c.example", crawl.DomainActive, 0}, {"d.example", crawl.DomainBlocked, 1}} {
+		d := crawl.NewDomain(c.name, c.name, now)
+		d.Status, d.SeedRank, d.Source = c.status, c.rank, "list_9"
+		if c.status == crawl.DomainActive {
+			d.LastCrawledAt = &recent
+		}
+		e.writeDomain("ranked", d)
+	}
+	if err := e.ctl("").Domains(ctl.DomainsOptions{By: "priority"}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(e.stdout.String()), "\n")
+	var order []string
+	for _, l := range lines[1:] {
+		order = append(order, strings.Fields(l)[1])
+	}
+	if got := strings.Join(order, " "); got != "c.example b.example a.example d.example" {
+		t.Errorf("domains --by priority: %s, want c b a d\n%s", got, e.stdout)
+	}
+	if !strings.Contains(lines[0], "RANK") || strings.Fields(lines[2])[4] != "1" || strings.Fields(lines[3])[4] != "-" {
+		t.Errorf("RANK column:\n%s", e.stdout)
+	}
+	if err := e.ctl("").Domains(ctl.DomainsOptions{By: "priority", JSON: true, Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Domain   string `json:"domain"`
+		SeedRank int    `json:"seed_rank"`
+		RankTerm int    `json:"rank_term"`
+		Source   string `json:"source"`
+	}
+	if err := json.Unmarshal([]byte(strings.Split(e.stdout.String(), "\n")[1]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Domain != "b.example" || r.SeedRank != 1 || r.RankTerm != 1000 || r.Source != "list_9" {
+		t.Errorf("--json row: %+v", r)
+	}
+}

@@ -18,9 +18,11 @@ type DomainPriority struct {
 	Round  int                `json:"round"`
 	// Pages fetched with a response, and those whose content was new
 	// (the yield rate is their ratio).
-	PagesCrawled int64 `json:"pages_crawled"`
-	PagesNew     int64 `json:"pages_new"`
+	PagesCrawled int64  `json:"pages_crawled"`
+	PagesNew     int64  `json:"pages_new"`
+	Source       string `json:"source,omitempty"`
 	crawl.Priority
+	d *crawl.Domain
 }
 
 // domainsBy prints the domains ordered by priority score, highest first
@@ -37,7 +39,7 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 	var rows []DomainPriority
 	if err := eachDomain(s, names, want, func(n string, d *crawl.Domain) {
 		rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round,
-			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Priority: crawl.PriorityOf(d, now)})
+			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Source: d.Source, Priority: crawl.PriorityOf(d, now), d: d})
 	}); err != nil {
 		return err
 	}
@@ -60,26 +62,29 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 		return printYield(c.Stdout, rows)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tSCORE\tYIELD\tREMAINING\tERROR RATE\tSTALE DAYS\tROUND")
+	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tSCORE\tRANK\tYIELD\tREMAINING\tERROR RATE\tSTALE DAYS\tROUND")
 	for _, r := range rows {
 		score := "-"
 		if r.Scored {
 			score = fmt.Sprint(r.Score)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%.1f\t%d\n", r.Crawl, r.Domain, r.Status, score, r.YieldRate, r.Remaining, r.ErrorRate, r.StalenessDays, r.Round)
+		rank := "-"
+		if r.SeedRank > 0 {
+			rank = fmt.Sprint(r.SeedRank)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%.1f\t%d\n", r.Crawl, r.Domain, r.Status, score, rank, r.YieldRate, r.Remaining, r.ErrorRate, r.StalenessDays, r.Round)
 	}
 	return tw.Flush()
 }
 
-// sortByPriority: highest score first, domains without a score last.
+// sortByPriority puts the rows in the frontier's release order
+// (crawl.CandidateLess: active first, then the higher score, then the
+// least recently crawled), domains without a score last.
 func sortByPriority(rows []DomainPriority) {
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
-		if a.Scored != b.Scored {
-			return a.Scored
-		}
-		if a.Score != b.Score {
-			return a.Score > b.Score
+		if less, ok := crawl.CandidateLess(a.d, b.d, a.Priority, b.Priority); ok {
+			return less
 		}
 		if a.Crawl != b.Crawl {
 			return a.Crawl < b.Crawl

@@ -27,7 +27,8 @@ import (
 type dom struct {
 	d          *crawl.Domain
 	parsed     map[string]*robots.Robots // by origin
-	lastServed uint64                    // round-robin order: the step it was last served
+	lastServed uint64                    // round-robin order among equals: the step it was last served
+	prio       crawl.Priority            // its score, computed by each release round
 	mkdirDone  bool
 	// head is a read-ahead of the head segment.
 	headFile   string
@@ -248,7 +249,7 @@ func (d *driver) load() error {
 		now := time.Now().UTC()
 		d.beginTally(crawl.SeedsTallyID)
 		for _, s := range d.cfg.Seeds {
-			d.discover(s.URL, 0, 0, s.Priority, "", now)
+			d.discoverSeed(s, now) // seeds.go
 		}
 		d.endTally()
 		if err := d.flushAppends(); err != nil {

@@ -17,9 +17,14 @@ import (
 // maxSkipsPerRelease bounds the robots-denied entries one release may skip.
 const maxSkipsPerRelease = 1000
 
-// releasePass releases what may be released now: round robin across the
-// eligible domains (least recently served first), one URL per domain per
-// round, as long as budgets and the crawl's in-flight cap allow. It holds
+// releasePass releases what may be released now: one URL per eligible
+// domain per round, as long as budgets and the crawl's in-flight cap
+// allow, the domains of a round in the candidate order (active first,
+// then the higher priority score, then the least recently crawled:
+// crawl.CandidateLess), round robin among equals (least recently served
+// first). The order decides who gets the slots when a cap binds. Scores
+// are computed each round for the candidates only (as cheap as the
+// eligibility check the round already makes of every domain with work). It holds
 // crawl.lock shared and re-reads the crawl's state under it, so that once
 // farroctl has written paused or cancelled (exclusively), no release is
 // under way and none will follow.
@@ -69,11 +74,18 @@ func (d *driver) releasePass(ctx context.Context, now time.Time) {
 		if len(cands) == 0 {
 			return
 		}
+		for _, dm := range cands {
+			dm.prio = crawl.PriorityOf(dm.d, now)
+		}
 		sort.Slice(cands, func(i, j int) bool {
-			if cands[i].lastServed != cands[j].lastServed {
-				return cands[i].lastServed < cands[j].lastServed
+			a, b := cands[i], cands[j]
+			if less, ok := crawl.CandidateLess(a.d, b.d, a.prio, b.prio); ok {
+				return less
 			}
-			return cands[i].d.Domain < cands[j].d.Domain
+			if a.lastServed != b.lastServed {
+				return a.lastServed < b.lastServed
+			}
+			return a.d.Domain < b.d.Domain
 		})
 		progress := false
 		for _, dm := range cands {

@@ -42,7 +42,7 @@ func (d *driver) addSeedsRequest(r *crawl.Request, now time.Time) (keep bool) {
 	}
 	before := d.fr.Duplicates
 	for _, s := range r.Seeds {
-		d.discover(s.URL, 0, 0, s.Priority, "", now)
+		d.discoverSeed(s, now)
 	}
 	d.log.Info().Int("seeds", len(r.Seeds)).Int64("duplicates", d.fr.Duplicates-before).Str("requested_by", r.Actor).Msg("seeds added")
 	return false
@@ -60,4 +60,27 @@ func (d *driver) hasSeeds(seeds []crawl.Seed) bool {
 		}
 	}
 	return true
+}
+
+// discoverSeed queues seed s (discover) and gives its domain the seed's
+// rank and source (crawl.Domain.AdoptSeed), also when the URL was queued
+// before: a seed added again with a better rank raises its domain. A
+// crash before the domain is written loses nothing: the seeds are
+// discovered again (frontier.json's seeded flag, the request file).
+func (d *driver) discoverSeed(s crawl.Seed, now time.Time) {
+	d.discover(s.URL, 0, 0, s.Priority, "", now)
+	if s.Rank == 0 && s.Source == "" {
+		return
+	}
+	u, err := d.cfg.NormalizeURL(s.URL)
+	if err != nil {
+		return
+	}
+	name, _, err := crawl.DomainOf(u)
+	if err != nil {
+		return
+	}
+	if dm := d.domains[name]; dm != nil && dm.d.AdoptSeed(s) {
+		d.dirty[name] = true
+	}
 }
