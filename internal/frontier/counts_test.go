@@ -314,3 +314,74 @@ func TestRequeuedCopyNotIngestedTwice(t *testing.T) {
 		t.Errorf("%s (%s): %d outcome lines, want 1: ingested again", page.URL, u.Path, lines)
 	}
 }
+
+// TestRetryQueuedTwiceNotIngestedTwice: an ingest that queues a URL's
+// retry, cut by a crash before its domain file is written, queues the
+// same retry again when the job is ingested again after the restart: the
+// queue holds two entries of one retry job. The first release makes the
+// job, which runs and is ingested; the second finds it (a duplicate ID)
+// finished, and must not ingest (count) its page a second time.
+func TestRetryQueuedTwiceNotIngestedTwice(t *testing.T) {
+	site := testsite.Start(testsite.Options{Plain: true, Fanout: 4, Levels: 3})
+	defer site.Close()
+	dir := t.TempDir()
+	e := startEnvAt(t, dir, 4)
+	c := plainCrawl(site, "twice")
+	c.MaxDepth = 1
+	c.MaxPagesPerRun = 8
+	_ = c.Validate()
+	st, _ := crawl.Open(e.spool, "twice")
+	if err := st.Create(c); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, crawl.Paused, 30*time.Second)
+	waitIdle(t, st)
+	e.stop()
+	var page crawl.Outcome
+	_ = st.ScanOutcomes(func(o *crawl.Outcome) bool {
+		if o.Outcome == crawl.OutcomeFetched && o.Depth == 1 {
+			page = *o
+			return false
+		}
+		return true
+	})
+	if page.JobID == "" {
+		t.Fatal("no fetched page at depth 1")
+	}
+	d, err := st.LoadDomain(page.Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := d.Segment(page.Depth, 0)
+	retry := crawl.Entry{URL: page.URL, Depth: page.Depth, At: time.Now(), Round: d.Round, Try: 1, Failures: 1}
+	if _, err := crawl.AppendEntries(filepath.Join(st.QueueDir(d.Domain), seg.File), []crawl.Entry{retry, retry}); err != nil {
+		t.Fatal(err)
+	}
+	e = startEnvAt(t, dir, 4)
+	// A long interval: the second entry is released after the first's
+	// job was ingested, not while it is in flight.
+	if _, err := st.Update(func(c *crawl.Crawl) error {
+		c.State, c.Run, c.MaxPagesPerRun, c.Delay = crawl.Running, c.Run+1, 0, crawl.Duration(400*time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, crawl.Done, 60*time.Second)
+	e.stop()
+	recountEqual(t, st)
+	u, _ := url.Parse(page.URL)
+	if n := testsite.Counts(site.Log())[u.Hostname()+u.RequestURI()]; n != 2 {
+		t.Errorf("%s requested %d times, want 2 (its first try and one retry)", page.URL, n)
+	}
+	retryID := crawl.RetryJobID("twice", page.URL, d.Round, 1)
+	lines := 0
+	_ = st.ScanOutcomes(func(o *crawl.Outcome) bool {
+		if o.JobID == retryID {
+			lines++
+		}
+		return true
+	})
+	if lines != 1 {
+		t.Errorf("retry job %s: %d outcome lines, want 1: ingested again", retryID, lines)
+	}
+}

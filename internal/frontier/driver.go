@@ -63,6 +63,7 @@ type driver struct {
 	work     map[string]*dom          // domains with pending URLs
 	inflight map[string]string        // job id -> domain
 	finished map[string]job.State     // terminal jobs to ingest ("" : not found)
+	located  map[string]job.State     // releases that found their job finished (flushReleases)
 	appends  map[segKey][]crawl.Entry // discovered, not yet appended
 	pending  []pendingRelease         // released this pass, not yet submitted
 	outcomes []crawl.Outcome          // not yet appended to outcomes.jsonl
@@ -105,7 +106,7 @@ func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
 		f: f, st: st, spool: st.Spool, lock: lock,
 		log:     f.log.With().Str("crawl", st.Name).Logger(),
 		domains: map[string]*dom{}, work: map[string]*dom{}, inflight: map[string]string{},
-		finished: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},
+		finished: map[string]job.State{}, located: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},
 		asked: map[string]time.Time{}, rereading: map[string]bool{},
 		regDirty: map[string]bool{}, regStale: map[string]bool{}, regSaved: time.Now(),
 	}

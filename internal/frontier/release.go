@@ -376,13 +376,23 @@ func (d *driver) flushReleases() {
 	}
 	_, errs := d.spool.SubmitMany(reqs)
 	undone := false
+	var again []pendingRelease // found finished: ingested already?
 	for i, p := range d.pending {
-		if !d.submitted(p.req.ID, errs[i]) {
+		switch d.submitted(p.req.ID, errs[i]) {
+		case releaseRefused:
 			d.unrelease(p)
 			undone = true
+		case releaseFinished:
+			if p.entry != nil {
+				again = append(again, p)
+			} else {
+				d.finished[p.req.ID] = d.located[p.req.ID]
+				delete(d.located, p.req.ID)
+			}
 		}
 	}
 	d.pending = d.pending[:0]
+	d.settleFinished(again)
 	if undone {
 		// Back in their queues now, or the crawl could look finished.
 		if err := d.flushAppends(); err != nil {
@@ -391,16 +401,25 @@ func (d *driver) flushReleases() {
 	}
 }
 
+// What a submit of a release came to.
+type releaseResult int
+
+const (
+	releaseSubmitted releaseResult = iota // a new job, or one already there and unfinished
+	releaseRefused                        // no job: undo the release
+	releaseFinished                       // a job already there and finished (d.located holds its state)
+)
+
 // submitted interprets one submit's outcome.
-func (d *driver) submitted(id string, err error) bool {
+func (d *driver) submitted(id string, err error) releaseResult {
 	if err == nil {
-		return true
+		return releaseSubmitted
 	}
 	if !errors.Is(err, job.ErrDuplicate) {
 		if !errors.Is(err, fsq.ErrLocked) {
 			d.log.Error().Err(err).Str("job_id", id).Msg("cannot release")
 		}
-		return false
+		return releaseRefused
 	}
 	locs, lerr := d.spool.Locate(id)
 	if lerr != nil {
@@ -408,15 +427,60 @@ func (d *driver) submitted(id string, err error) bool {
 		// that died between taking the lock and moving the job in.
 		// watchdogd removes such a lock; release it then.
 		d.log.Warn().Err(err).Str("job_id", id).Msg("job lock held without a job; releasing later")
-		return false
+		return releaseRefused
 	}
 	d.log.Info().Str("job_id", id).Str("state", string(locs[0].State)).Msg("released before a crash; recording it")
 	for _, l := range locs {
 		if l.State.Terminal() {
-			d.finished[id] = l.State
+			d.located[id] = l.State
+			return releaseFinished
 		}
 	}
-	return true
+	return releaseSubmitted
+}
+
+// settleFinished decides, for URL releases whose job was there already
+// and finished, whether that job was ingested already: its outcome line
+// is written (or waits in this step's d.outcomes). A queue can hold two
+// entries of one job: a retry queued by an ingest whose domain file a
+// crash cut off is queued again when the job is ingested again after the
+// restart. The second release finds the job the first one made; if that
+// job was ingested, ingesting it again would count its page twice, so the
+// release is dropped (its flight and counts taken back, its entry stays
+// consumed). Otherwise the job is ingested by the next step, as a release
+// lost in a crash. One scan of the outcomes for all of them: this only
+// happens after a crash.
+func (d *driver) settleFinished(again []pendingRelease) {
+	if len(again) == 0 {
+		return
+	}
+	want := make(map[string]bool, len(again))
+	for _, p := range again {
+		want[p.req.ID] = false
+	}
+	for i := range d.outcomes {
+		if _, ok := want[d.outcomes[i].JobID]; ok {
+			want[d.outcomes[i].JobID] = true
+		}
+	}
+	if err := d.st.ScanOutcomes(func(o *crawl.Outcome) bool {
+		if _, ok := want[o.JobID]; ok {
+			want[o.JobID] = true
+		}
+		return true
+	}); err != nil {
+		d.log.Warn().Err(err).Msg("cannot read the outcomes; ingesting the jobs found finished")
+	}
+	for _, p := range again {
+		st := d.located[p.req.ID]
+		delete(d.located, p.req.ID)
+		if !want[p.req.ID] {
+			d.finished[p.req.ID] = st
+			continue
+		}
+		d.log.Info().Str("job_id", p.req.ID).Msg("released twice after a crash and ingested already; dropping the second release")
+		d.dropRelease(p)
+	}
 }
 
 // releasedAlready tells whether entry e's job is in flight, or is a
@@ -450,8 +514,16 @@ func (d *driver) releasedAlready(dd *crawl.Domain, e crawl.Entry) bool {
 	return found
 }
 
-// unrelease takes back a staged release whose submit failed.
-func (d *driver) unrelease(p pendingRelease) {
+// dropRelease takes back a staged URL release without putting its entry
+// back: its job exists and was ingested.
+func (d *driver) dropRelease(p pendingRelease) {
+	d.takeBack(p)
+	d.dirty[p.dm.d.Domain] = true
+	d.refreshWork(p.dm)
+}
+
+// takeBack removes a staged release's flight and its counts.
+func (d *driver) takeBack(p pendingRelease) {
 	dd := p.dm.d
 	for i := range dd.InFlight {
 		if dd.InFlight[i].ID == p.req.ID {
@@ -462,13 +534,19 @@ func (d *driver) unrelease(p pendingRelease) {
 	delete(d.inflight, p.req.ID)
 	if p.entry == nil {
 		dd.RobotsFetches--
-	} else {
-		if p.entry.Try == 0 { // a retry was not counted (releaseFetch)
-			dd.PagesReleased--
-			dd.RunReleased--
-			d.released--
-			d.runReleased--
-		}
+	} else if p.entry.Try == 0 { // a retry was not counted (releaseFetch)
+		dd.PagesReleased--
+		dd.RunReleased--
+		d.released--
+		d.runReleased--
+	}
+}
+
+// unrelease takes back a staged release whose submit failed.
+func (d *driver) unrelease(p pendingRelease) {
+	d.takeBack(p)
+	dd := p.dm.d
+	if p.entry != nil {
 		seg := dd.Segment(p.entry.Depth, p.entry.Priority)
 		key := segKey{dd.Domain, seg.File}
 		e := *p.entry
