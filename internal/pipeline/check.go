@@ -175,7 +175,7 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 		if err != nil {
 			return res, fmt.Errorf("acquire %s: %w", p.Source, err)
 		}
-		if a.Action != "" {
+		if a.Action != "" || a.Deferred != "" {
 			res.Acquire = &a
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/internal/pipeline/livesite"
 	"github.com/farro-dev/farro/internal/source"
+	"github.com/farro-dev/farro/pkg/job"
 )
 
 // fastRun is a run with test politeness.
@@ -84,6 +85,11 @@ func TestCheckDeferredByRegistry(t *testing.T) {
 	e.site.SetMode(host, livesite.ETag)
 	e.site.Set(host, "/page", livesite.Page("page"))
 	src := e.addSource("def", host, "/page", func(s *source.Source) { s.Jitter = crawl.Duration(time.Minute) })
+	e.site.Set(host, "/pending", livesite.Page("pending"))
+	e.addSource("pend", host, "/pending", func(s *source.Source) { // changed before the block: acquisition pending
+		t := time.Now().UTC()
+		s.AcquirePending, s.AcquirePendingSince = true, &t
+	})
 	now := time.Now().UTC()
 	until := now.Add(14 * 24 * time.Hour)
 	block := func(until time.Time) {
@@ -99,10 +105,27 @@ func TestCheckDeferredByRegistry(t *testing.T) {
 	}
 	block(until)
 	rep := e.run(fastRun)
-	if len(rep.Checks) != 1 {
+	if len(rep.Checks) != 2 {
 		t.Fatalf("checks planned: %+v", rep.Checks)
 	}
-	e.waitJobsDone(10 * time.Second) // the check job, submitted by the run
+	e.waitJobsDone(10 * time.Second) // the check jobs, submitted by the run
+	results := map[string]pipeline.CheckResult{}
+	for _, c := range rep.Checks {
+		var r pipeline.CheckResult
+		if err := crawl.ReadResult(e.spool.JobDir(job.Succeeded, "", c.JobID), &r); err != nil {
+			t.Fatal(err)
+		}
+		results[c.Source] = r
+	}
+	if r := results["def"]; r.Outcome != "" || !strings.Contains(r.Skipped, "blocked (forbidden)") || r.HTTPStatus != 0 {
+		t.Errorf("result of the deferred check: %+v", r)
+	}
+	if r := results["pend"]; r.Acquire == nil || !strings.Contains(r.Acquire.Deferred, "not requested") || r.Acquire.Action != "" {
+		t.Errorf("result of the deferred check of a source pending acquisition: %+v", r.Acquire)
+	}
+	if s := e.source("pend"); !s.AcquirePending || e.store(s.Crawl).Exists() {
+		t.Errorf("the pending acquisition was made: %+v", s)
+	}
 	if p := e.site.Paths(host); len(p) != 0 {
 		t.Errorf("requests to a blocked domain: %v", p)
 	}
