@@ -185,7 +185,7 @@ a per-run budget reached pauses the crawl.`,
 				},
 			},
 			{
-				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared) and re-crawl it: every page it knows is fetched again; its registry entry is reset too, so every crawl crawls it again (DOMAIN alone: the registry's entry only)",
+				Name: "reset", Usage: "put the domain back to pending (status, error streaks, cooldowns, robots.txt cache cleared) and re-crawl it: every page it knows is fetched again; its registry entry is reset too, so every crawl crawls it again and source checks it deferred are due again (DOMAIN alone: the registry's entry only)",
 				ArgsUsage: "[NAME] DOMAIN", OnUsageError: usageErr,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "reason", Usage: "why (`TEXT`, one line): kept in the domain's reason and the audit line"},

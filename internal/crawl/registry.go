@@ -73,8 +73,11 @@ type RegistryEntry struct {
 	ReasonDetail  string       `json:"reason_detail,omitempty"`
 	// StatusCrawl is the crawl whose observation set the status (empty
 	// for an operator's reset), StatusAt when.
-	StatusCrawl string    `json:"status_crawl,omitempty"`
-	StatusAt    time.Time `json:"status_at"`
+	StatusCrawl string `json:"status_crawl,omitempty"`
+	// StatusSource is the source whose check set the status instead
+	// (registry_check.go).
+	StatusSource string    `json:"status_source,omitempty"`
+	StatusAt     time.Time `json:"status_at"`
 	// CooldownUntil: a blocked or unreachable domain is not fetched by
 	// any crawl before this.
 	CooldownUntil  *time.Time `json:"cooldown_until,omitempty"`
@@ -91,8 +94,11 @@ type RegistryEntry struct {
 	Yield     float64 `json:"yield"`
 	ErrorRate float64 `json:"error_rate"`
 	// Crawls are the crawls that know the domain, by name.
-	Crawls  map[string]*RegistryCrawl `json:"crawls"`
-	Version int64                     `json:"version"` // +1 per write
+	Crawls map[string]*RegistryCrawl `json:"crawls"`
+	// Checks are the source checks of the domain (registry_check.go):
+	// which sources check it, and the checks' own error streaks.
+	Checks  *RegistryChecks `json:"checks,omitempty"`
+	Version int64           `json:"version"` // +1 per write
 }
 
 // Marshal renders the entry's JSON.

@@ -134,7 +134,7 @@ func mergeObservations[T any](old *RegistryEntry, obs []T, now time.Time, get fu
 			e.Crawls[c.Name].UpdatedAt = d.UpdatedAt
 		}
 	}
-	e.Status, e.Reason, e.ReasonDetail, e.StatusCrawl, e.StatusAt = best.Status, best.Reason, best.ReasonDetail, best.StatusCrawl, best.StatusAt
+	e.Status, e.Reason, e.ReasonDetail, e.StatusCrawl, e.StatusSource, e.StatusAt = best.Status, best.Reason, best.ReasonDetail, best.StatusCrawl, best.StatusSource, best.StatusAt
 	e.CooldownUntil, e.FirstBlockedAt = best.CooldownUntil, best.FirstBlockedAt
 	e.SchemaVersion = RegistrySchemaVersion
 	e.sum()

@@ -110,24 +110,29 @@ func Observe(e *RegistryEntry, c *Crawl, d *Domain, status bool, now time.Time) 
 		from = DomainPending
 	}
 	if !CanTransitionDomain(from, to) {
-		return e, fmt.Errorf("domain %s: %w in the registry: %s (%s, by crawl %s) -> %s (crawl %s); kept %s", d.Domain, ErrIllegalDomainTransition,
-			e.Status, e.Reason, e.StatusCrawl, to, c.Name, e.Status)
+		return e, fmt.Errorf("domain %s: %w in the registry: %s (%s, by %s) -> %s (crawl %s); kept %s", d.Domain, ErrIllegalDomainTransition,
+			e.Status, e.Reason, e.StatusBy(), to, c.Name, e.Status)
 	}
 	if e.Status == to && e.Reason == reason && e.StatusCrawl == c.Name && sameTime(e.CooldownUntil, cooldown) {
 		return e, nil
 	}
-	e.Status, e.Reason, e.ReasonDetail, e.StatusCrawl, e.StatusAt = to, reason, d.ReasonDetail, c.Name, now
-	e.CooldownUntil = cooldown
-	if to == DomainBlocked || to == DomainUnreachable {
-		if e.FirstBlockedAt == nil {
-			t := now
-			if d.FirstBlockedAt != nil {
-				t = *d.FirstBlockedAt
-			}
-			e.FirstBlockedAt = &t
-		}
-	}
+	e.setStatus(to, reason, d.ReasonDetail, c.Name, "", cooldown, d.FirstBlockedAt, now)
 	return e, nil
+}
+
+// setStatus records a new status of the entry, observed by crawl or by
+// the check of source (one of the two) at now; firstBlocked, if not nil,
+// is when the observer first found the domain blocked.
+func (e *RegistryEntry) setStatus(to DomainStatus, reason, detail, crawl, source string, cooldown, firstBlocked *time.Time, now time.Time) {
+	e.Status, e.Reason, e.ReasonDetail, e.StatusCrawl, e.StatusSource, e.StatusAt = to, reason, detail, crawl, source, now
+	e.CooldownUntil = cooldown
+	if (to == DomainBlocked || to == DomainUnreachable) && e.FirstBlockedAt == nil {
+		t := now
+		if firstBlocked != nil {
+			t = *firstBlocked
+		}
+		e.FirstBlockedAt = &t
+	}
 }
 
 func sameTime(a, b *time.Time) bool {
@@ -141,7 +146,7 @@ func sameTime(a, b *time.Time) bool {
 // crawl meeting the domain, or holding it for the registry, crawls it
 // again.
 func (e *RegistryEntry) Reset(detail string, now time.Time) {
-	e.Status, e.Reason, e.ReasonDetail, e.StatusCrawl, e.StatusAt = DomainPending, ReasonReset, detail, "", now
+	e.Status, e.Reason, e.ReasonDetail, e.StatusCrawl, e.StatusSource, e.StatusAt = DomainPending, ReasonReset, detail, "", "", now
 	e.CooldownUntil, e.FirstBlockedAt = nil, nil
 	e.UpdatedAt = now
 }
@@ -155,10 +160,7 @@ func Adopt(e *RegistryEntry, d *Domain, now time.Time) bool {
 	if e == nil {
 		return false
 	}
-	by := "a crawl"
-	if e.StatusCrawl != "" {
-		by = "crawl " + e.StatusCrawl
-	}
+	by := e.StatusBy()
 	switch {
 	case e.CoolingDown(now):
 		t := *e.CooldownUntil

@@ -138,11 +138,12 @@ func (c *Ctl) resetRegistry(dn, reason string, now time.Time) (string, error) {
 		return "", err
 	}
 	from := crawl.DomainStatus("")
+	var checks []string
 	errs, err := crawl.OpenRegistry(s).Update([]string{dn}, func(_ string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
 		if e == nil {
 			return nil
 		}
-		from = e.Status
+		from, checks = e.Status, e.Checks.SourceNames()
 		e.Reset(resetDetail(reason), now)
 		return e
 	})
@@ -155,7 +156,7 @@ func (c *Ctl) resetRegistry(dn, reason string, now time.Time) (string, error) {
 	if from == "" {
 		return "", nil
 	}
-	return fmt.Sprintf("; registry %s -> pending (every crawl crawls it again)", from), nil
+	return fmt.Sprintf("; registry %s -> pending (every crawl crawls it again)", from) + c.releaseDeferred(s, checks, now), nil
 }
 
 // RegistryReset resets a domain's registry entry only (domain reset

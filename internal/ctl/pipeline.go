@@ -129,6 +129,8 @@ func printReport(w io.Writer, rep *pipeline.Report) {
 			}
 			if a.Error != "" {
 				line += ": " + a.Error
+			} else if a.Result != nil && a.Result.Deferred != "" {
+				line += ": " + a.Result.Deferred
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -137,6 +139,8 @@ func printReport(w io.Writer, rep *pipeline.Report) {
 			line := fmt.Sprintf("  %s %s: %s (yield %.2f, last crawled %s, score %d)", r.Crawl, r.Domain, r.Status, r.YieldRate, r.LastCrawledAt.UTC().Format("2006-01-02 15:04"), r.Score)
 			if r.Error != "" {
 				line += ": " + r.Error
+			} else if r.Deferred != "" {
+				line += ": " + r.Deferred
 			}
 			fmt.Fprintln(w, line)
 		}

@@ -117,13 +117,17 @@ func (c *Ctl) SourceShow(name string) error {
 }
 
 // SourceState is a source's state for humans: acquire-pending, due,
-// backing-off (failing, next check scheduled), or scheduled.
+// deferred (its domain blocked or unreachable in the domain registry:
+// next check at the cooldown's end), backing-off (failing, next check
+// scheduled), or scheduled.
 func SourceState(s *source.Source, now time.Time) string {
 	switch {
 	case s.AcquirePending:
 		return "acquire-pending"
 	case s.Due(now):
 		return "due"
+	case s.Deferred != "":
+		return "deferred"
 	case s.ConsecutiveFailures > 0:
 		return "backing-off"
 	}

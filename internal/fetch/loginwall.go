@@ -14,16 +14,24 @@ import (
 // URL of the same registrable domain, or a 2xx HTML page with a password
 // form answered for a URL that is not a login URL.
 func markLoginWall(p *crawl.FetchPrompt, art *crawl.Artifact, res *response) {
+	art.LoginWall = LoginWallOf(p.URL, res.status, art.RedirectTo, art.ContentType, res.body)
+}
+
+// LoginWallOf is the login wall an answer to a request for url is
+// (crawl.LoginWallRedirect, crawl.LoginWallForm), "" when none: the one
+// rule crawls and source checks judge answers by.
+func LoginWallOf(url string, status int, redirectTo, contentType string, body []byte) string {
 	switch {
-	case res.status >= 300 && res.status < 400 && art.RedirectTo != "":
-		if crawl.IsLoginRedirect(p.URL, art.RedirectTo) {
-			art.LoginWall = crawl.LoginWallRedirect
+	case status >= 300 && status < 400 && redirectTo != "":
+		if crawl.IsLoginRedirect(url, redirectTo) {
+			return crawl.LoginWallRedirect
 		}
-	case res.status >= 200 && res.status < 300 && IsHTML(art.ContentType, res.body):
-		if !crawl.IsLoginURL(p.URL) && hasPasswordForm(res.body) {
-			art.LoginWall = crawl.LoginWallForm
+	case status >= 200 && status < 300 && IsHTML(contentType, body):
+		if !crawl.IsLoginURL(url) && hasPasswordForm(body) {
+			return crawl.LoginWallForm
 		}
 	}
+	return ""
 }
 
 // hasPasswordForm reports whether an HTML document has a <form> holding

@@ -21,6 +21,12 @@ type AcquireResult struct {
 	Domains  []string `json:"domains,omitempty"` // refresh requested for these
 	Resumed  bool     `json:"resumed,omitempty"`
 	CrawlRun int      `json:"crawl_run,omitempty"`
+	// Deferred says why the acquisition waits (its source stays
+	// acquire_pending): the domain registry defers the source's domain
+	// (registry.go). DomainsDeferred are the crawl's domains not asked
+	// for a refresh, for the same reason.
+	Deferred        string            `json:"deferred,omitempty"`
+	DomainsDeferred map[string]string `json:"domains_deferred,omitempty"`
 }
 
 // CrawlFor is the crawl configuration that acquires src: its URL as the
@@ -75,6 +81,10 @@ func AcquireWith(sp *job.Spool, name string, now time.Time, b RunBudget) (Acquir
 	if !src.AcquirePending {
 		return res, nil
 	}
+	if why, _ := registryDefers(sp, src.Domain, now); why != "" {
+		res.Deferred = why
+		return res, nil
+	}
 	st, err := crawl.Open(sp, src.Crawl)
 	if err != nil {
 		return res, err
@@ -104,6 +114,7 @@ func AcquireWith(sp *job.Spool, name string, now time.Time, b RunBudget) (Acquir
 			return res, fmt.Errorf("source %s: %w", name, err)
 		}
 		res.Action, res.Domains, res.Resumed, res.CrawlRun = "refresh", r.Domains, r.Resumed, r.Run
+		res.DomainsDeferred = r.Deferred
 	}
 	if _, err := source.UpdateLocked(sp, name, now, func(s *source.Source) error {
 		s.AcquirePending, s.AcquirePendingSince = false, nil
@@ -123,6 +134,9 @@ type RefreshResult struct {
 	Resumed bool
 	Run     int
 	State   crawl.State
+	// Deferred are the domains not asked, with why: the domain registry
+	// defers them (a block's cooldown not over).
+	Deferred map[string]string
 }
 
 // RequestRefresh asks the crawl's frontier to start a refresh round of
@@ -132,7 +146,9 @@ type RefreshResult struct {
 // per-acquisition budget is reached; an operator's pause is left alone). The requests are written before
 // the crawl is resumed, under crawl.lock: the frontier only declares a
 // crawl done under the same lock and after reading every request, so a
-// request is never stranded in a done crawl.
+// request is never stranded in a done crawl. A domain the spool's domain
+// registry defers (blocked or unreachable, cooldown not over) is not
+// asked (RefreshResult.Deferred).
 func RequestRefresh(st *crawl.Store, domains []string, before time.Time, resumePaused bool) (RefreshResult, error) {
 	return requestRefresh(st, domains, before, resumePaused, nil)
 }
@@ -156,6 +172,11 @@ func requestRefresh(st *crawl.Store, domains []string, before time.Time, resumeP
 		for _, d := range doms {
 			domains = append(domains, d.Domain)
 		}
+	}
+	domains, res.Deferred = deferredDomains(st.Spool, domains, time.Now())
+	if len(domains) == 0 && len(res.Deferred) > 0 {
+		res.Run, res.State = cr.Run, cr.State // nothing to refresh: not resumed
+		return res, nil
 	}
 	b := before.UTC()
 	for _, d := range domains {

@@ -65,6 +65,11 @@ type CheckResult struct {
 	Error          string         `json:"error,omitempty"`
 	ErrorCode      string         `json:"error_code,omitempty"`
 	Acquire        *AcquireResult `json:"acquire,omitempty"`
+	// Registry is what the check's outcome changed in the domain
+	// registry ("blocked/forbidden", ...; registry.go), RegistryError
+	// why it could not be written there.
+	Registry      string `json:"registry,omitempty"`
+	RegistryError string `json:"registry_error,omitempty"`
 }
 
 // MaxCheckBytes caps the body a check reads (and hashes).
@@ -139,6 +144,11 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 	res.URL = src.URL
 	if p.Due != "" && src.DueStamp() != p.Due {
 		res.Skipped = "checked already (next check " + src.DueStamp() + ")"
+	} else if why, until := registryDefers(h.Spool, src.Domain, h.now()); why != "" {
+		// No request, robots.txt's included (registry.go).
+		if err := h.deferCheck(src, res, why, until); err != nil {
+			return res, err
+		}
 	} else {
 		interval := time.Duration(p.MinIntervalMS) * time.Millisecond
 		allowed, why, delay, err := h.robotsAllowed(ctx, src, interval) // robots.go
@@ -165,7 +175,7 @@ func (h *CheckHandler) check(ctx context.Context, p *CheckPrompt) (*CheckResult,
 		if err != nil {
 			return res, fmt.Errorf("acquire %s: %w", p.Source, err)
 		}
-		if a.Action != "" {
+		if a.Action != "" || a.Deferred != "" {
 			res.Acquire = &a
 		}
 	}
@@ -204,9 +214,18 @@ func (h *CheckHandler) checkOnce(ctx context.Context, src *source.Source, res *C
 	var hash string
 	outcome := source.Failed
 	errMsg, errCode := "", ""
+	obs := observation(src, resp, gerr, now)
 	switch {
 	case gerr != nil:
 		errMsg, errCode = gerr.Error(), resp.ErrorCode
+	case obs.LoginWall != "":
+		// The page is a login page, not the source's content
+		// (registry.go).
+		what := "a login form"
+		if obs.LoginWall == crawl.LoginWallRedirect {
+			what = "a redirect to " + obs.RedirectTo
+		}
+		errMsg, errCode = fmt.Sprintf("HTTP %d: login wall: answered %s", resp.Status, what), ErrCodeLoginWall
 	case resp.Status == 304 && res.Conditional:
 		outcome = source.Unchanged
 	case resp.Status >= 200 && resp.Status < 300:
@@ -223,11 +242,19 @@ func (h *CheckHandler) checkOnce(ctx context.Context, src *source.Source, res *C
 		errMsg, errCode = fmt.Sprintf("HTTP %d", resp.Status), "http_status"
 	}
 	res.Error, res.ErrorCode = errMsg, errCode
+	if resp.ErrorCode != crawl.ErrCodePrivate { // a refusal made no request
+		verdict, rerr := h.observe(src, obs)
+		res.Registry = verdict
+		if rerr != nil {
+			res.RegistryError = rerr.Error()
+		}
+	}
 	s, err := source.Update(h.Spool, src.Name, now, func(s *source.Source) error {
 		if s.DueStamp() != src.DueStamp() {
 			return errCheckedMeanwhile
 		}
 		s.Checks++
+		s.Deferred = ""
 		t := now
 		s.LastCheckedAt, s.LastHTTPStatus = &t, resp.Status
 		o := outcome
@@ -285,7 +312,7 @@ func (h *CheckHandler) refuse(src *source.Source, res *CheckResult, why string) 
 		t := now
 		s.LastCheckedAt, s.LastHTTPStatus = &t, 0
 		s.ConsecutiveFailures++
-		s.LastError, s.LastOutcome = why, source.Failed
+		s.LastError, s.LastOutcome, s.Deferred = why, source.Failed, ""
 		next := s.NextCheck(now, h.rnd)
 		s.NextCheckAfter = &next
 		return nil

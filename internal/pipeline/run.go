@@ -69,7 +69,7 @@ type LeftEntry struct {
 type AcquireEntry struct {
 	Source string         `json:"source"`
 	Crawl  string         `json:"crawl"`
-	Status string         `json:"status"` // planned, done, left (the run's caps leave it nothing), error
+	Status string         `json:"status"` // planned, done, left (the run's caps leave it nothing), deferred (the domain registry), error
 	Result *AcquireResult `json:"result,omitempty"`
 	Error  string         `json:"error,omitempty"`
 	Budget *RunBudget     `json:"budget,omitempty"` // its share of the run's requests
@@ -82,8 +82,11 @@ type RefreshEntry struct {
 	YieldRate     float64   `json:"yield_rate"`
 	LastCrawledAt time.Time `json:"last_crawled_at"`
 	Score         int       `json:"score"`
-	Status        string    `json:"status"` // planned, requested, left, error
+	Status        string    `json:"status"` // planned, requested, left, deferred, error
 	Error         string    `json:"error,omitempty"`
+	// Deferred says why the domain is not refreshed: the domain registry
+	// defers it (registry.go).
+	Deferred string `json:"deferred,omitempty"`
 }
 
 // Report is what a run did (or, dry, would do).
@@ -166,7 +169,13 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 					rep.Errors++
 				} else {
 					e.Status, e.Result = "done", &r
+					if r.Deferred != "" {
+						e.Status = "deferred"
+					}
 				}
+			} else if why, _ := registryDefers(sp, s.Domain, o.Now); why != "" {
+				e.Status = "deferred"
+				e.Result = &AcquireResult{Source: s.Name, Crawl: s.Crawl, Deferred: why}
 			}
 			rep.Acquire = append(rep.Acquire, e)
 		}
@@ -288,10 +297,17 @@ func refreshDomains(sp *job.Spool, o RunOptions, srcs []*source.Source, rep *Rep
 	crawl.SortRefreshCandidates(cands)
 	byCrawl := map[string][]int{} // crawl -> indexes into rep.Refresh
 	var order []string
-	for i, d := range cands {
+	i := 0 // refreshes planned or left
+	for _, d := range cands {
 		p := crawl.PriorityOf(d, o.Now)
 		e := RefreshEntry{Crawl: crawlOf[d], Domain: d.Domain, YieldRate: p.YieldRate, LastCrawledAt: crawl.LastActivity(d), Score: p.Score, Status: "planned"}
-		if o.MaxRefresh > 0 && i >= o.MaxRefresh {
+		if why, _ := registryDefers(sp, d.Domain, o.Now); why != "" {
+			e.Status, e.Deferred = "deferred", why
+			rep.Refresh = append(rep.Refresh, e)
+			continue
+		}
+		i++
+		if o.MaxRefresh > 0 && i > o.MaxRefresh {
 			e.Status = "left"
 		} else if !o.DryRun {
 			if _, ok := byCrawl[e.Crawl]; !ok {
@@ -308,12 +324,15 @@ func refreshDomains(sp *job.Spool, o RunOptions, srcs []*source.Source, rep *Rep
 			doms = append(doms, rep.Refresh[i].Domain)
 		}
 		st, _ := crawl.Open(sp, n)
-		_, err := RequestRefresh(st, doms, o.Now, false)
+		r, err := RequestRefresh(st, doms, o.Now, false)
 		for _, i := range idx {
-			if err != nil {
+			switch why := r.Deferred[rep.Refresh[i].Domain]; {
+			case err != nil:
 				rep.Refresh[i].Status, rep.Refresh[i].Error = "error", err.Error()
 				rep.Errors++
-			} else {
+			case why != "":
+				rep.Refresh[i].Status, rep.Refresh[i].Deferred = "deferred", why
+			default:
 				rep.Refresh[i].Status = "requested"
 			}
 		}

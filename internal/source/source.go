@@ -103,6 +103,11 @@ type Source struct {
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	Checks              int        `json:"checks"`
 	LastChangedAt       *time.Time `json:"last_changed_at,omitempty"`
+	// Deferred says why the last check made no request (its domain
+	// blocked or unreachable in the domain registry, cooldown not over:
+	// next_check_after is then the cooldown's end); cleared by the next
+	// check that makes one.
+	Deferred string `json:"deferred,omitempty"`
 
 	// Acquisition state. AcquirePending is set with the check that found
 	// the source first or changed, and cleared once its crawl is started
