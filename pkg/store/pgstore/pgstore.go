@@ -38,6 +38,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	scratch string
 	wait    *waiter
+	commits *committer
 
 	// testHookBeforeCommit, when set (by this package's tests), runs
 	// inside Claim's and Commit's transactions just before they commit.
@@ -52,6 +53,7 @@ type Option func(*config)
 type config struct {
 	scratch  string
 	maxConns int32
+	tracer   pgx.QueryTracer // tests: count the statements sent
 }
 
 // WithScratch sets the directory under which each attempt gets its
@@ -79,6 +81,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if cfg.maxConns > 0 {
 		pc.MaxConns = cfg.maxConns
 	}
+	if cfg.tracer != nil {
+		pc.ConnConfig.Tracer = cfg.tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
@@ -89,11 +94,13 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{pool: pool, scratch: cfg.scratch}
 	s.wait = newWaiter(pool)
+	s.commits = newCommitter(s)
 	return s, nil
 }
 
 // Close stops the listener and closes the pool.
 func (s *Store) Close() error {
+	s.commits.close()
 	s.wait.close()
 	s.pool.Close()
 	return nil
