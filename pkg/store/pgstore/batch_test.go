@@ -252,3 +252,66 @@ func TestConnectionCutDuringBatchCommit(t *testing.T) {
 		}
 	}
 }
+
+// A Submit of many jobs is one statement (their rows, events and the
+// notification); a repeated id within the batch is a duplicate; prompts
+// too large for one statement go in several, in one transaction.
+func TestSubmitIsOneStatement(t *testing.T) {
+	t.Parallel()
+	s, log, _ := tracedStore(t)
+	var reqs []job.SubmitRequest
+	for i := 0; i < 50; i++ {
+		reqs = append(reqs, job.SubmitRequest{Kind: "noop", Prompt: []byte(`{"i": 1}`), Actor: "bench"})
+	}
+	reqs = append(reqs, job.SubmitRequest{ID: "s-twice", Kind: "noop", Prompt: []byte(`{}`)},
+		job.SubmitRequest{ID: "s-twice", Kind: "other", Prompt: []byte(`{}`)},
+		job.SubmitRequest{ID: "s-held", Kind: "noop", Prompt: []byte(`{}`), Held: true})
+	jobs, errs := s.Submit(ctxT(t), reqs)
+	if sql := log.take(); len(sql) != 1 {
+		t.Fatalf("a submit of %d jobs sent %d statements: %q", len(reqs), len(sql), sql)
+	}
+	for i := range reqs {
+		if i == 51 {
+			if jobs[i] != nil || !errors.Is(errs[i], job.ErrDuplicate) {
+				t.Fatalf("repeated id: %v %v", jobs[i], errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("submit %d: %v", i, errs[i])
+		}
+		got, err := s.Get(ctxT(t), jobs[i].ID)
+		evs, _ := s.History(ctxT(t), jobs[i].ID)
+		if err != nil || got.Status != jobs[i].Status || !got.CreatedAt.Equal(jobs[i].CreatedAt) || got.Kind != "noop" ||
+			len(evs) != 1 || evs[0].To != got.Status || evs[0].Reason != "submitted" || evs[0].Actor != reqs[i].Actor {
+			t.Fatalf("job %d: %+v (returned %+v), history %+v, %v", i, got, jobs[i], evs, err)
+		}
+	}
+	if jobs[52].Status != job.Held || jobs[0].Status != job.Queued {
+		t.Fatalf("statuses %s %s", jobs[52].Status, jobs[0].Status)
+	}
+
+	big := make([]byte, job.MaxPromptSize-16)
+	for i := range big {
+		big[i] = ' '
+	}
+	copy(big, `{"a":1}`)
+	var large []job.SubmitRequest
+	for i := 0; i < 9; i++ {
+		large = append(large, job.SubmitRequest{Kind: "noop", Prompt: big})
+	}
+	log.take()
+	jobs, errs = s.Submit(ctxT(t), large)
+	sql := log.take()
+	if len(sql) != 4 || sql[0] != "begin" || sql[3] != "commit" {
+		t.Fatalf("a submit of 9 MiB of prompts sent %d statements, want begin, 2, commit", len(sql))
+	}
+	for i := range large {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if p, err := s.Prompt(ctxT(t), jobs[i].ID); err != nil || len(p) != len(big) {
+			t.Fatalf("prompt of %s: %d bytes, %v", jobs[i].ID, len(p), err)
+		}
+	}
+}

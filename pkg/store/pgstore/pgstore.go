@@ -246,50 +246,7 @@ func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Jo
 	if valid == 0 {
 		return jobs, errs
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-			return err
-		}
-		now = now.UTC()
-		queued := false
-		for i := range reqs {
-			jobs[i] = nil
-			if errs[i] != nil {
-				continue
-			}
-			r := &reqs[i]
-			j := &job.Job{SchemaVersion: job.SchemaVersion, ID: r.ID, Kind: r.Kind, Status: job.Queued,
-				Priority: r.Priority, MaxAttempts: r.MaxAttempts, CreatedAt: now, UpdatedAt: now}
-			switch {
-			case r.Held:
-				j.Status, j.Reason = job.Held, "submitted held"
-			case r.NotBefore.After(now):
-				nb := r.NotBefore.UTC().Truncate(time.Microsecond)
-				j.Status, j.NotBefore, j.Reason = job.Deferred, &nb, "scheduled"
-			}
-			tag, err := tx.Exec(ctx, `INSERT INTO jobs (id, schema_version, kind, status, priority, max_attempts,
-				created_at, updated_at, not_before, reason, prompt, age_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
-				ON CONFLICT (id) DO NOTHING`,
-				j.ID, j.SchemaVersion, j.Kind, string(j.Status), j.Priority, j.MaxAttempts, now, j.NotBefore, j.Reason, r.Prompt, ageOf(j))
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				errs[i] = fmt.Errorf("submit %s: %w", j.ID, job.ErrDuplicate)
-				continue
-			}
-			if err := addEvent(ctx, tx, j.ID, job.Event{Time: now, Actor: r.Actor, To: j.Status, Reason: "submitted"}); err != nil {
-				return err
-			}
-			queued = queued || j.Status == job.Queued
-			jobs[i] = j
-		}
-		if queued {
-			return notify(ctx, tx)
-		}
-		return nil
-	})
+	err := s.submit(ctx, reqs, jobs, errs)
 	if err != nil {
 		for i := range reqs {
 			if errs[i] == nil {
