@@ -52,31 +52,34 @@ type commitRes struct {
 	err error
 }
 
-// committer writes the batches of a Store, one at a time.
-type committer struct {
-	s *Store
+// batcher gathers requests of one kind (commits, request checks) and
+// hands them to flush in batches, one batch at a time: whatever arrived
+// while a batch was being written goes in the next one.
+type batcher[R any] struct {
+	flush func([]R)
+	fail  func(R) // the store was closed
 
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	queue   []*commitReq
+	queue   []R
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
-	gather  int          // tests: a batch waits until this many commits are queued
-	batches atomic.Int64 // statements sent (tests)
+	gather  int          // tests: a batch waits until this many requests are queued
+	batches atomic.Int64 // batches flushed (tests)
 }
 
-func newCommitter(s *Store) *committer {
-	return &committer{s: s, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newBatcher[R any](flush func([]R), fail func(R)) *batcher[R] {
+	return &batcher[R]{flush: flush, fail: fail, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// commit hands r to the next batch and waits for its outcome.
-func (b *committer) commit(ctx context.Context, r *commitReq) (time.Time, error) {
+// add queues r for the next batch; false when the store is closed.
+func (b *batcher[R]) add(r R) bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return time.Time{}, errClosed
+		return false
 	}
 	if !b.started {
 		b.started = true
@@ -88,16 +91,10 @@ func (b *committer) commit(ctx context.Context, r *commitReq) (time.Time, error)
 	case b.kick <- struct{}{}:
 	default:
 	}
-	select {
-	case res := <-r.res:
-		return res.now, res.err
-	case <-ctx.Done():
-		// The batch may still write it: a second Commit finds it done.
-		return time.Time{}, ctx.Err()
-	}
+	return true
 }
 
-func (b *committer) run() {
+func (b *batcher[R]) run() {
 	defer close(b.done)
 	for {
 		select {
@@ -121,23 +118,24 @@ func (b *committer) run() {
 			if n == 0 {
 				break
 			}
+			b.batches.Add(1)
 			b.flush(batch)
 		}
 	}
 }
 
-func (b *committer) failAll() {
+func (b *batcher[R]) failAll() {
 	b.mu.Lock()
 	q := b.queue
 	b.queue = nil
 	b.mu.Unlock()
 	for _, r := range q {
-		r.res <- commitRes{err: errClosed}
+		b.fail(r)
 	}
 }
 
-// close stops the writer; commits still queued fail (errClosed).
-func (b *committer) close() {
+// close stops the batcher; requests still queued fail.
+func (b *batcher[R]) close() {
 	b.mu.Lock()
 	started := b.started
 	b.closed = true
@@ -145,6 +143,20 @@ func (b *committer) close() {
 	close(b.stop)
 	if started {
 		<-b.done
+	}
+}
+
+// commit hands r to the next batch of commits and waits for its outcome.
+func (s *Store) commit(ctx context.Context, r *commitReq) (time.Time, error) {
+	if !s.commits.add(r) {
+		return time.Time{}, errClosed
+	}
+	select {
+	case res := <-r.res:
+		return res.now, res.err
+	case <-ctx.Done():
+		// The batch may still write it: a second Commit finds it done.
+		return time.Time{}, ctx.Err()
 	}
 }
 
@@ -176,7 +188,7 @@ SELECT id, updated_at, (SELECT count(*) FROM (SELECT pg_notify('` + NotifyChanne
 // flush writes one batch and tells each commit its outcome. A failed
 // statement (a cut connection) wrote nothing: every commit of the batch
 // gets the error, and may be called again.
-func (b *committer) flush(batch []*commitReq) {
+func (s *Store) flushCommits(batch []*commitReq) {
 	n := len(batch)
 	// In ID order: concurrent writers lock rows in one order.
 	slices.SortFunc(batch, func(x, y *commitReq) int { return strings.Compare(x.nj.ID, y.nj.ID) })
@@ -201,14 +213,13 @@ func (b *committer) flush(batch []*commitReq) {
 		}
 		dropped[i] = j.OutputDropped
 	}
-	if h := b.s.testHookBeforeCommit; h != nil {
+	if h := s.testHookBeforeCommit; h != nil {
 		h("commit")
 	}
-	b.batches.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(map[string]time.Time, n)
-	rows, err := b.s.pool.Query(ctx, batchSQL, ids, tokens, sts, prio, att, maxAtt, notBefore, agents, corrs, newTokens,
+	rows, err := s.pool.Query(ctx, batchSQL, ids, tokens, sts, prio, att, maxAtt, notBefore, agents, corrs, newTokens,
 		started, hb, finished, finNow, exits, reasons, errs, dropped, actors)
 	if err == nil {
 		for rows.Next() {

@@ -315,3 +315,72 @@ func TestSubmitIsOneStatement(t *testing.T) {
 		}
 	}
 }
+
+// The request checks of several claims are one read, each answered as
+// a check of its own: the request for its attempt, nothing, or fenced
+// (another token, or the same job's earlier claim).
+func TestRequestChecksInOneRead(t *testing.T) {
+	t.Parallel()
+	s, log, url := tracedStore(t)
+	submit(t, s, job.SubmitRequest{ID: "r-1"}, job.SubmitRequest{ID: "r-2"}, job.SubmitRequest{ID: "r-3"})
+	h := job.Holder{Actor: "agentd/w", Agent: "w"}
+	old, err := s.Claim(ctxT(t), h, store.ClaimOptions{Max: 1, Lease: time.Millisecond})
+	if err != nil || len(old) != 1 || old[0].Job().ID != "r-1" {
+		t.Fatalf("claim: %v %v", old, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		outs, err := s.Recover(ctxT(t), store.RecoverOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim was never recovered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := s.Move(ctxT(t), "r-1", job.Stale, job.Queued, "managerd", "requeued", nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctxT(t), h, store.ClaimOptions{Max: 3, Lease: time.Minute})
+	if err != nil || len(cs) != 3 || cs[0].Job().ID != "r-1" {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	if err := s.RequestControl(ctxT(t), "r-2", job.Control{Action: job.ControlKill, Actor: "op"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlConn(t, url).Exec(ctxT(t), `UPDATE jobs SET claim_token = 'other' WHERE id = 'r-3'`); err != nil {
+		t.Fatal(err)
+	}
+	all := append([]store.Claim{old[0]}, cs...)
+	s.controls.gather = len(all)
+	log.take()
+	ctls, errs := make([]*job.Control, len(all)), make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctls[i], errs[i] = c.PendingControl(ctxT(t))
+		}()
+	}
+	wg.Wait()
+	if sql := log.take(); len(sql) != 1 || s.controls.batches.Load() != 1 {
+		t.Fatalf("%d checks sent %d statements in %d batches", len(all), len(sql), s.controls.batches.Load())
+	}
+	if !store.Lost(errs[0]) || ctls[0] != nil {
+		t.Errorf("the earlier claim of r-1: %v %v", ctls[0], errs[0])
+	}
+	if errs[1] != nil || ctls[1] != nil {
+		t.Errorf("r-1: %v %v", ctls[1], errs[1])
+	}
+	if errs[2] != nil || ctls[2] == nil || ctls[2].Action != job.ControlKill || ctls[2].Actor != "op" {
+		t.Errorf("r-2: %+v %v", ctls[2], errs[2])
+	}
+	if !store.Lost(errs[3]) || ctls[3] != nil {
+		t.Errorf("r-3: %v %v", ctls[3], errs[3])
+	}
+}

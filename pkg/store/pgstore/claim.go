@@ -283,14 +283,12 @@ func (c *claim) PendingControl(ctx context.Context) (*job.Control, error) {
 	c.mu.Lock()
 	id, j := c.j.ID, c.j
 	c.mu.Unlock()
-	var raw []byte
-	err := c.s.pool.QueryRow(ctx, `SELECT control FROM jobs WHERE id = $1 AND claim_token = $2 AND status = 'in-progress'`,
-		id, c.token).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("control: %w", errFenced(id))
-	}
+	held, raw, err := c.s.pendingControl(ctx, id, c.token)
 	if err != nil {
 		return nil, fmt.Errorf("control %s: %w", id, err)
+	}
+	if !held {
+		return nil, fmt.Errorf("control: %w", errFenced(id))
 	}
 	ctl := parseControl(raw)
 	if ctl == nil {
@@ -377,7 +375,7 @@ func (c *claim) Commit(ctx context.Context, to job.State, reason string, mutate 
 		finNow := bj.FinishedAt != nil && bj.FinishedAt.Equal(sentinel)
 		if bj.UpdatedAt.Equal(sentinel) && cur.Status == job.InProgress {
 			c.committed = bj
-			now, err := c.s.commits.commit(ctx, &commitReq{c: c, nj: bj, finishedNow: finNow, res: make(chan commitRes, 1)})
+			now, err := c.s.commit(ctx, &commitReq{c: c, nj: bj, finishedNow: finNow, res: make(chan commitRes, 1)})
 			if err == nil {
 				bj.UpdatedAt = now
 				if finNow {

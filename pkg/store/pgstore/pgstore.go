@@ -35,10 +35,11 @@ const NotifyChannel = "farro_jobs"
 
 // Store is a store.Store in a PostgreSQL database.
 type Store struct {
-	pool    *pgxpool.Pool
-	scratch string
-	wait    *waiter
-	commits *committer
+	pool     *pgxpool.Pool
+	scratch  string
+	wait     *waiter
+	commits  *batcher[*commitReq]
+	controls *batcher[*controlReq]
 
 	// testHookBeforeCommit, when set (by this package's tests), runs
 	// inside Claim's and Commit's transactions just before they commit.
@@ -94,13 +95,15 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{pool: pool, scratch: cfg.scratch}
 	s.wait = newWaiter(pool)
-	s.commits = newCommitter(s)
+	s.commits = newBatcher(s.flushCommits, func(r *commitReq) { r.res <- commitRes{err: errClosed} })
+	s.controls = newBatcher(s.flushControls, func(r *controlReq) { r.res <- controlRes{err: errClosed} })
 	return s, nil
 }
 
 // Close stops the listener and closes the pool.
 func (s *Store) Close() error {
 	s.commits.close()
+	s.controls.close()
 	s.wait.close()
 	s.pool.Close()
 	return nil
