@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -21,7 +23,9 @@ import (
 //
 // Each row is still fenced on its own (its claim's token, status
 // in-progress); a fenced row is not written and its commit is told so
-// (the others are written). A job carrying an operator's request, or a
+// (the others are written). A statement the server refuses (a row that
+// breaks a constraint) writes nothing, and each of its commits is made
+// again in a transaction of its own. A job carrying an operator's request, or a
 // commit whose mutate set the times itself, is not batched: the
 // commit's own transaction applies pkg/job's rules to it (claim.Commit).
 
@@ -236,6 +240,13 @@ func (s *Store) flushCommits(batch []*commitReq) {
 			err = rows.Err()
 		}
 	}
+	if refusedRow(err) {
+		// The server refused the statement for a row's data (nothing
+		// of it applied): each commit is made again in its own
+		// transaction and gets its own answer.
+		err = nil
+		clear(done)
+	}
 	for _, r := range batch {
 		switch now, ok := done[r.nj.ID]; {
 		case err != nil:
@@ -246,4 +257,15 @@ func (s *Store) flushCommits(batch []*commitReq) {
 			r.res <- commitRes{err: errNotBatched}
 		}
 	}
+}
+
+// refusedRow says whether err is the server refusing a statement for
+// the data of a row (a data exception, a constraint, the transitions
+// trigger), not a failure of the connection or the server.
+func refusedRow(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == "FR001" || strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
 }

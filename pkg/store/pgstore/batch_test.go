@@ -384,3 +384,51 @@ func TestRequestChecksInOneRead(t *testing.T) {
 		t.Errorf("r-3: %v %v", ctls[3], errs[3])
 	}
 }
+
+// A commit the database refuses (a constraint, an illegal transition)
+// does not take the others of its batch down with it: they commit, and
+// it gets its own error.
+func TestBatchCommitWithARefusedRow(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	s.commits.gather = 3
+	submit(t, s, job.SubmitRequest{ID: "d-1"}, job.SubmitRequest{ID: "d-2"}, job.SubmitRequest{ID: "d-3"}, job.SubmitRequest{ID: "d-4"})
+	cs, err := s.Claim(ctxT(t), job.Holder{Actor: "agentd/w", Agent: "w"}, store.ClaimOptions{Max: 4, Lease: time.Minute})
+	if err != nil || len(cs) != 4 {
+		t.Fatalf("claimed %d: %v", len(cs), err)
+	}
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Commit(ctxT(t), job.Succeeded, "done", func(j *job.Job) {
+				switch j.ID {
+				case "d-2":
+					j.Attempts = -1 // CHECK (attempts >= 0)
+				case "d-4":
+					j.Status = job.Deferred // not a target of in-progress
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for i, c := range cs {
+		id := c.Job().ID
+		got, _ := s.Get(ctxT(t), id)
+		switch id {
+		case "d-2", "d-4":
+			if errs[i] == nil || store.Lost(errs[i]) || got.Status != job.InProgress {
+				t.Errorf("refused commit of %s: %v, row %+v", id, errs[i], got)
+			}
+			if id == "d-4" && !errors.Is(errs[i], job.ErrIllegal) {
+				t.Errorf("illegal transition of d-4: %v", errs[i])
+			}
+		default:
+			if errs[i] != nil || got.Status != job.Succeeded {
+				t.Errorf("commit of %s beside a refused one: %v, row %+v", id, errs[i], got)
+			}
+		}
+	}
+}

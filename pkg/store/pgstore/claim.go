@@ -373,7 +373,7 @@ func (c *claim) Commit(ctx context.Context, to job.State, reason string, mutate 
 			mutate(bj)
 		}
 		finNow := bj.FinishedAt != nil && bj.FinishedAt.Equal(sentinel)
-		if bj.UpdatedAt.Equal(sentinel) && cur.Status == job.InProgress {
+		if bj.UpdatedAt.Equal(sentinel) && bj.Status == to && cur.Status == job.InProgress {
 			c.committed = bj
 			now, err := c.s.commit(ctx, &commitReq{c: c, nj: bj, finishedNow: finNow, res: make(chan commitRes, 1)})
 			if err == nil {
