@@ -77,11 +77,27 @@ type Server struct {
 	stop   sync.Once
 	bin    string
 	cred   *syscall.Credential
+	extra  []string // StartServerWith's settings, kept by Restart
 }
 
 // StartServer runs initdb and postgres in dir (created if needed), and
 // waits until the server accepts connections (at most a minute).
-func StartServer(dir string) (*Server, error) {
+func StartServer(dir string) (*Server, error) { return StartServerWith(dir) }
+
+// StartServerWith is StartServer with more server settings, each
+// "name=value" (postgres -c), after the durability settings, which they
+// must not weaken: a probe of the bench preloads pg_stat_statements with
+// it ("shared_preload_libraries=pg_stat_statements").
+func StartServerWith(dir string, settings ...string) (*Server, error) {
+	for _, kv := range settings {
+		name, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || name == "":
+			return nil, fmt.Errorf("testpg: setting %q is not name=value", kv)
+		case name == "fsync" || name == "synchronous_commit" || name == "full_page_writes":
+			return nil, fmt.Errorf("testpg: setting %q would change the durability settings", kv)
+		}
+	}
 	bin := Bin()
 	if bin == "" {
 		return nil, ErrNotInstalled
@@ -122,7 +138,7 @@ func StartServer(dir string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := startPostgres(bin, dir, data, sock, port, cred)
+		s, err := startPostgres(bin, dir, data, sock, port, cred, settings)
 		if err == nil {
 			return s, nil
 		}
@@ -131,7 +147,7 @@ func StartServer(dir string) (*Server, error) {
 	return nil, lastErr
 }
 
-func startPostgres(bin, dir, data, sock string, port int, cred *syscall.Credential) (*Server, error) {
+func startPostgres(bin, dir, data, sock string, port int, cred *syscall.Credential, extra []string) (*Server, error) {
 	logPath := filepath.Join(dir, "postgres.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -141,6 +157,9 @@ func startPostgres(bin, dir, data, sock string, port int, cred *syscall.Credenti
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", sock,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on",
 		"-c", "full_page_writes=on", "-c", "max_connections=200")
+	for _, kv := range extra {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	// Pdeathsig: a test binary that dies (a panic, a timeout) takes its
 	// server with it (SIGINT: PostgreSQL's fast shutdown).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
@@ -149,7 +168,7 @@ func startPostgres(bin, dir, data, sock string, port int, cred *syscall.Credenti
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Server{Dir: dir, Port: port, Socket: sock, cmd: cmd, exited: make(chan struct{}), bin: bin, cred: cred,
+	s := &Server{Dir: dir, Port: port, Socket: sock, cmd: cmd, exited: make(chan struct{}), bin: bin, cred: cred, extra: extra,
 		URL: fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", User, port)}
 	go func() { _ = cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(time.Minute)
@@ -227,7 +246,7 @@ func (s *Server) Restart() error {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		n, err := startPostgres(s.bin, s.Dir, filepath.Join(s.Dir, "data"), s.Socket, s.Port, s.cred)
+		n, err := startPostgres(s.bin, s.Dir, filepath.Join(s.Dir, "data"), s.Socket, s.Port, s.cred, s.extra)
 		if err == nil {
 			s.cmd, s.exited = n.cmd, n.exited
 			s.stop = sync.Once{}

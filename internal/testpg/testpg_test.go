@@ -3,6 +3,7 @@ package testpg
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,44 @@ func TestKillAndRestartKeepCommittedRows(t *testing.T) {
 	}
 	if err := s.Restart(); err == nil {
 		t.Fatal("Restart of a running server did not fail")
+	}
+}
+
+// StartServerWith passes more settings to the server (a probe preloads
+// pg_stat_statements), and refuses one that would change durability.
+func TestStartServerWithSettings(t *testing.T) {
+	for _, bad := range []string{"fsync=off", "synchronous_commit=off", "work_mem"} {
+		if _, err := StartServerWith(t.TempDir(), bad); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("setting %q: err = %v, want a one-line refusal", bad, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "farro-testpg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	s, err := StartServerWith(dir, "shared_preload_libraries=pg_stat_statements", "application_name=farro-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	if v := query(t, s.URL, "SHOW shared_preload_libraries"); v != "pg_stat_statements" {
+		t.Errorf("shared_preload_libraries = %q", v)
+	}
+	if v := query(t, s.URL, "SHOW synchronous_commit"); v != "on" {
+		t.Errorf("synchronous_commit = %q", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	if v := query(t, s.URL, "SELECT (count(*) > 0)::text FROM pg_stat_statements"); v != "true" {
+		t.Errorf("pg_stat_statements counts nothing: %s", v)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,7 +21,6 @@ import (
 	"github.com/farro-dev/farro/internal/testbin"
 	"github.com/farro-dev/farro/internal/testpg"
 	"github.com/farro-dev/farro/pkg/job"
-	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
@@ -147,23 +147,15 @@ func TestTwoHostsShareOneQueue(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Kill w1 mid-run: once a job it claimed has been running a little
-	// (its handler started) and not long enough to end (it sleeps 50ms).
-	for midRun := false; !midRun; {
+	// Kill w1 mid-run: once one of its handlers has been running a
+	// little and not long enough to end (it sleeps 50ms), by the
+	// handlers' own start and end lines (a claim's started_at is not
+	// enough: a job claimed ahead of its turn has not started yet).
+	for !midRun(t, runs, "w1", 5*time.Millisecond, 30*time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("w1 never held a running job; see %s", dir)
 		}
-		err := st.List(ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
-			if j.Agent == "w1" && j.StartedAt != nil {
-				if age := time.Since(*j.StartedAt); age > 10*time.Millisecond && age < 30*time.Millisecond {
-					midRun = true
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	a1.stop(syscall.SIGKILL) // its handlers die with it, its claims wait for their lease
 	a1 = agent("w1", h1)
@@ -219,4 +211,36 @@ func TestTwoHostsShareOneQueue(t *testing.T) {
 			t.Errorf("managerd did not say the frontier is off")
 		}
 	}
+}
+
+// midRun says whether the runs file has a handler of agent that started
+// between min and max ago and has not ended.
+func midRun(t *testing.T, runs, agent string, min, max time.Duration) bool {
+	t.Helper()
+	b, err := os.ReadFile(runs)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return false
+		}
+		t.Fatal(err)
+	}
+	started := map[string]int64{} // job and token -> start (ns)
+	for _, l := range strings.Split(string(b), "\n") {
+		w := strings.Fields(l)
+		switch {
+		case len(w) == 6 && w[0] == "start" && w[4] == agent:
+			if ns, err := strconv.ParseInt(w[5], 10, 64); err == nil {
+				started[w[1]+" "+w[2]] = ns
+			}
+		case len(w) == 3 && w[0] == "end":
+			delete(started, w[1]+" "+w[2])
+		}
+	}
+	now := time.Now().UnixNano()
+	for _, ns := range started {
+		if age := time.Duration(now - ns); age > min && age < max {
+			return true
+		}
+	}
+	return false
 }

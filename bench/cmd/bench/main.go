@@ -56,6 +56,7 @@ type config struct {
 	scaleBurn  int
 	journalGiB int
 	parts      map[string]bool // empty: all
+	pgOnly     bool            // -pg-only: of the systems, farro on PostgreSQL and River tuned only
 	pg         *pgConfig       // farro on PostgreSQL (pg.go); shared by the columns
 }
 
@@ -63,6 +64,12 @@ type config struct {
 var allParts = []string{"throughput", "exec", "insert", "pickup", "recovery", "steps", "scale", "pgclaim"}
 
 func (c config) want(part string) bool { return len(c.parts) == 0 || c.parts[part] }
+
+// measures says whether the throughput and pickup figures measure a
+// system: "spool" (farro on a spool and the floor), "river-default",
+// "river-tuned" or "others" (River SQLite, asynq). -pg-only keeps River
+// tuned only, beside farro on PostgreSQL.
+func (c config) measures(system string) bool { return !c.pgOnly || system == "river-tuned" }
 
 func parseFlags() config {
 	c := config{}
@@ -81,6 +88,7 @@ func parseFlags() config {
 	withPG := flag.String("pg", "", "measure farro on PostgreSQL (the daemons with --store on the benchmark's PostgreSQL): yes|no (default: yes)")
 	pgDepths := flag.String("pg-depths", "", "queued rows of the PostgreSQL claim-cost figure, comma-separated (default: 1000,1000000 full; 1000,10000 smoke)")
 	only := flag.String("only", "", "measure only these figures, comma-separated: "+strings.Join(allParts, ","))
+	flag.BoolVar(&c.pgOnly, "pg-only", false, "in the throughput and pickup figures, measure farro on PostgreSQL and River tuned beside it only (not the spool, the floor, River default, River SQLite, asynq)")
 	flag.Parse()
 	if *only != "" {
 		c.parts = map[string]bool{}
@@ -504,35 +512,17 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 	}
 	defer fb.Close()
 	for run := 1; run <= cfg.runs; run++ {
-		for _, v := range append(append([]floor.Variant(nil), floor.Variants...), floor.Experiments...) {
-			res, err := fb.Run(v, 4, cfg.floorMax)
-			if err != nil {
-				return err
-			}
-			rates["floor-"+v.Key()] = append(rates["floor-"+v.Key()], res.Rate())
-			rates["floorsyncs-"+v.Key()] = append(rates["floorsyncs-"+v.Key()], res.SyncsPerJob())
-			logf("%s run %d: floor %-34s %6.0f jobs/s (%d jobs, %.2f fsyncs/job)", col, run, v, res.Rate(), res.Jobs, res.SyncsPerJob())
-		}
-		res, err := bins.BurnDown(farrob.BurnConfig{Base: c.dir, LogDir: colLogs, Jobs: cfg.n, Kind: "noop", Agents: 1, Concurrency: 4, Timeout: burnTimeout})
-		if err != nil {
+		if err := measureSpoolThroughput(cfg, run, rates, &agentCPU, fb, bins, c, colLogs, burnTimeout); err != nil {
 			return err
-		}
-		rates["farro1x4"] = append(rates["farro1x4"], res.Rate())
-		agentCPU = append(agentCPU, stats.Ms(res.AgentCPU)/float64(res.Jobs))
-		logf("%s run %d: farro 1 agentd x4: %.0f jobs/s (agentd CPU %.2f ms/job)", col, run, res.Rate(), stats.Ms(res.AgentCPU)/float64(res.Jobs))
-		if run <= cfg.fourRuns {
-			res, err := bins.BurnDown(farrob.BurnConfig{Base: c.dir, LogDir: colLogs, Jobs: cfg.n, Kind: "noop", Agents: 4, Concurrency: 1, Timeout: burnTimeout})
-			if err != nil {
-				return err
-			}
-			rates["farro4x1"] = append(rates["farro4x1"], res.Rate())
-			logf("%s run %d: farro 4 agentd x1: %.0f jobs/s", col, run, res.Rate())
 		}
 		if cfg.peers {
 			for _, t := range []peers.RiverTuning{peers.RiverDefault, peers.RiverTuned} {
 				n := cfg.n
 				if t == peers.RiverDefault {
 					n = cfg.riverDefN
+				}
+				if !cfg.measures("river-" + t.Name) {
+					continue
 				}
 				cpu0, cpuErr := cpuOf(dbCPU)
 				el, err := rv.BurnDown(ctx, t, n, burnTimeout)
@@ -546,6 +536,9 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 				rate := float64(n) / el.Seconds()
 				rates["river-"+t.Name] = append(rates["river-"+t.Name], rate)
 				logf("%s run %d: River %s: %.0f jobs/s (%d jobs)", col, run, t.Name, rate, n)
+			}
+			if !cfg.measures("others") {
+				continue
 			}
 			el, err := rs.BurnDown(ctx, peers.RiverTuned, cfg.n, burnTimeout)
 			if err != nil {
@@ -589,10 +582,46 @@ func measureThroughput(ctx context.Context, cfg config, r *report.Report, bins f
 			r.Section(secExperiment).Set("floor-"+v.Key(), fmt.Sprintf("%s (%.2g fsyncs/job)", v, syncs), col, txt, med)
 		}
 	}
-	tp.Set("farro-cpu", "  farro agentd CPU per job (ms, median)", col, fmt.Sprintf("%.2f", stats.Median(agentCPU)), stats.Median(agentCPU))
+	if len(agentCPU) > 0 {
+		tp.Set("farro-cpu", "  farro agentd CPU per job (ms, median)", col, fmt.Sprintf("%.2f", stats.Median(agentCPU)), stats.Median(agentCPU))
+	}
 	if len(riverDBCPU) > 0 {
 		m := stats.Median(riverDBCPU)
 		tp.Set("river-dbcpu", "  River tuned: PostgreSQL CPU per job, its InsertMany included (ms, median)", col, fmt.Sprintf("%.2f", m), m)
+	}
+	return nil
+}
+
+// measureSpoolThroughput is one run of section 1's spool and floor rows
+// (none with -pg-only).
+func measureSpoolThroughput(cfg config, run int, rates map[string][]float64, agentCPU *[]float64, fb *floor.Bench, bins farrob.Bins, c column, colLogs string, burnTimeout time.Duration) error {
+	if !cfg.measures("spool") {
+		return nil
+	}
+	col := c.key
+	for _, v := range append(append([]floor.Variant(nil), floor.Variants...), floor.Experiments...) {
+		res, err := fb.Run(v, 4, cfg.floorMax)
+		if err != nil {
+			return err
+		}
+		rates["floor-"+v.Key()] = append(rates["floor-"+v.Key()], res.Rate())
+		rates["floorsyncs-"+v.Key()] = append(rates["floorsyncs-"+v.Key()], res.SyncsPerJob())
+		logf("%s run %d: floor %-34s %6.0f jobs/s (%d jobs, %.2f fsyncs/job)", col, run, v, res.Rate(), res.Jobs, res.SyncsPerJob())
+	}
+	res, err := bins.BurnDown(farrob.BurnConfig{Base: c.dir, LogDir: colLogs, Jobs: cfg.n, Kind: "noop", Agents: 1, Concurrency: 4, Timeout: burnTimeout})
+	if err != nil {
+		return err
+	}
+	rates["farro1x4"] = append(rates["farro1x4"], res.Rate())
+	*agentCPU = append(*agentCPU, stats.Ms(res.AgentCPU)/float64(res.Jobs))
+	logf("%s run %d: farro 1 agentd x4: %.0f jobs/s (agentd CPU %.2f ms/job)", col, run, res.Rate(), stats.Ms(res.AgentCPU)/float64(res.Jobs))
+	if run <= cfg.fourRuns {
+		res, err := bins.BurnDown(farrob.BurnConfig{Base: c.dir, LogDir: colLogs, Jobs: cfg.n, Kind: "noop", Agents: 4, Concurrency: 1, Timeout: burnTimeout})
+		if err != nil {
+			return err
+		}
+		rates["farro4x1"] = append(rates["farro4x1"], res.Rate())
+		logf("%s run %d: farro 4 agentd x1: %.0f jobs/s", col, run, res.Rate())
 	}
 	return nil
 }
@@ -667,38 +696,48 @@ func measureInsert(ctx context.Context, cfg config, r *report.Report, bins farro
 func measurePickup(ctx context.Context, cfg config, r *report.Report, bins farrob.Bins, c column, colLogs string, rv *peers.River, aq *peers.Asynq, rs *peers.RiverSQLite) error {
 	col := c.key
 	pk := r.Section(secPickup)
-	pr, err := bins.Pickup(c.dir, colLogs, cfg.probes)
-	if err != nil {
-		return err
-	}
 	setLat := func(key, label string, l stats.Latency) {
 		pk.Set(key, label, col, latCell(l), stats.Ms(l.P99))
 		r.SetNum(key+".p50", col, stats.Ms(l.P50))
 		logf("%s: pickup %s: %s ms", col, key, latCell(l))
 	}
-	setLat("pick-farro", fmt.Sprintf("farro: Spool.Submit -> exec handler (sh) running, %d probes", cfg.probes), pr.Start)
-	setLat("pick-farro-claim", "farro: Spool.Submit -> claim's rename into in-progress/ (inotify)", pr.Claim)
-	setLat("pick-farro-submit", "  farro: Spool.Submit alone (durable insert)", pr.Submit)
+	if cfg.measures("spool") {
+		pr, err := bins.Pickup(c.dir, colLogs, cfg.probes)
+		if err != nil {
+			return err
+		}
+		setLat("pick-farro", fmt.Sprintf("farro: Spool.Submit -> exec handler (sh) running, %d probes", cfg.probes), pr.Start)
+		setLat("pick-farro-claim", "farro: Spool.Submit -> claim's rename into in-progress/ (inotify)", pr.Claim)
+		setLat("pick-farro-submit", "  farro: Spool.Submit alone (durable insert)", pr.Submit)
+	}
 	if cfg.peers {
 		for _, t := range []peers.RiverTuning{peers.RiverDefault, peers.RiverTuned} {
+			if !cfg.measures("river-" + t.Name) {
+				continue
+			}
 			l, err := rv.Pickup(ctx, t, cfg.probes)
 			if err != nil {
 				return err
 			}
 			setLat("pick-river-"+t.Name, fmt.Sprintf("River %s: Insert -> Work", t.Name), l)
 		}
-		l, err := rs.Pickup(ctx, peers.RiverTuned, cfg.probes)
-		if err != nil {
-			return err
-		}
-		setLat("pick-riversqlite-tuned", "River SQLite tuned: Insert -> Work", l)
-		for _, t := range []peers.AsynqTuning{peers.AsynqDefault, peers.AsynqTuned} {
-			l, err := aq.Pickup(ctx, t, cfg.probes)
+		if cfg.measures("others") {
+			l, err := rs.Pickup(ctx, peers.RiverTuned, cfg.probes)
 			if err != nil {
 				return err
 			}
-			setLat("pick-asynq-"+t.Name, fmt.Sprintf("asynq %s: Enqueue -> handler", t.Name), l)
+			setLat("pick-riversqlite-tuned", "River SQLite tuned: Insert -> Work", l)
+			for _, t := range []peers.AsynqTuning{peers.AsynqDefault, peers.AsynqTuned} {
+				l, err := aq.Pickup(ctx, t, cfg.probes)
+				if err != nil {
+					return err
+				}
+				setLat("pick-asynq-"+t.Name, fmt.Sprintf("asynq %s: Enqueue -> handler", t.Name), l)
+			}
 		}
+	}
+	if !cfg.measures("spool") {
+		return nil
 	}
 	fl, err := floor.Pickup(c.dir, cfg.probes)
 	if err != nil {

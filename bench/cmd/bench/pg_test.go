@@ -133,3 +133,17 @@ func TestPGGoalsClaimNotInOnly(t *testing.T) {
 	wantUnmeasured(t, findGoal(t, r, "root", pgClaim), "not in -only")
 	wantUnmeasured(t, findGoal(t, r, "root", pgPick), "not in -only")
 }
+
+// -pg-only keeps River tuned beside farro on PostgreSQL and leaves the
+// other systems out of the throughput and pickup figures.
+func TestPGOnlyMeasuresRiverTunedOnly(t *testing.T) {
+	all, pgOnly := config{}, config{pgOnly: true}
+	for _, sys := range []string{"spool", "river-default", "river-tuned", "others"} {
+		if !all.measures(sys) {
+			t.Errorf("without -pg-only %s is not measured", sys)
+		}
+		if pgOnly.measures(sys) != (sys == "river-tuned") {
+			t.Errorf("-pg-only: measures(%s) = %v", sys, pgOnly.measures(sys))
+		}
+	}
+}

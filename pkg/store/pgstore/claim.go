@@ -36,6 +36,21 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 	if lease <= 0 {
 		lease = DefaultLease
 	}
+	out, slow, err := s.claimFast(ctx, h, opts.Kinds, max, lease)
+	if err == nil && slow {
+		out, _, err = s.claimSlow(ctx, h, opts.Kinds, max, lease)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return s.claimed(ctx, h, out)
+}
+
+// claimSlow is Claim's transaction for a batch in which a job carries an
+// operator's request: the requests are applied in Go (pkg/job's rules),
+// the rest claimed, in one transaction of several statements.
+func (s *Store) claimSlow(ctx context.Context, h job.Holder, kinds []string, max int, lease time.Duration) ([]store.Claim, bool, error) {
+	opts := store.ClaimOptions{Kinds: kinds}
 	var out []store.Claim
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = nil
@@ -122,9 +137,12 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
+	return out, false, err
+}
+
+// claimed gives the claims their working directories on this host.
+func (s *Store) claimed(ctx context.Context, h job.Holder, out []store.Claim) ([]store.Claim, error) {
+	var err error
 	// Sorted as the select ordered them (RETURNING has no order).
 	sortClaims(out)
 	if s.scratch == "" {
@@ -231,6 +249,11 @@ func (c *claim) Prompt() json.RawMessage { return append(json.RawMessage(nil), c
 func (c *claim) Token() string           { return c.token }
 func (c *claim) Dir() string             { return c.dir }
 
+// heartbeatSQL renews a claim's lease. It changes no indexed column, so
+// that it can be a HOT update (no new index entry).
+const heartbeatSQL = `UPDATE jobs SET last_heartbeat = now(), updated_at = now(), lease_until = now() + $3::interval
+	WHERE id = $1 AND claim_token = $2 AND status = 'in-progress' RETURNING last_heartbeat, updated_at`
+
 // Heartbeat renews the lease (now() + the claim's lease) and
 // last_heartbeat, only while the row is still this claim's.
 func (c *claim) Heartbeat(ctx context.Context) error {
@@ -240,9 +263,7 @@ func (c *claim) Heartbeat(ctx context.Context) error {
 		return nil
 	}
 	var hb, upd time.Time
-	err := c.s.pool.QueryRow(ctx, `UPDATE jobs SET last_heartbeat = now(), updated_at = now(), lease_until = now() + $3::interval
-		WHERE id = $1 AND claim_token = $2 AND status = 'in-progress' RETURNING last_heartbeat, updated_at`,
-		c.j.ID, c.token, c.lease).Scan(&hb, &upd)
+	err := c.s.pool.QueryRow(ctx, heartbeatSQL, c.j.ID, c.token, c.lease).Scan(&hb, &upd)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("heartbeat: %w", errFenced(c.j.ID))
 	}
@@ -262,14 +283,12 @@ func (c *claim) PendingControl(ctx context.Context) (*job.Control, error) {
 	c.mu.Lock()
 	id, j := c.j.ID, c.j
 	c.mu.Unlock()
-	var raw []byte
-	err := c.s.pool.QueryRow(ctx, `SELECT control FROM jobs WHERE id = $1 AND claim_token = $2 AND status = 'in-progress'`,
-		id, c.token).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("control: %w", errFenced(id))
-	}
+	held, raw, err := c.s.pendingControl(ctx, id, c.token)
 	if err != nil {
 		return nil, fmt.Errorf("control %s: %w", id, err)
+	}
+	if !held {
+		return nil, fmt.Errorf("control: %w", errFenced(id))
 	}
 	ctl := parseControl(raw)
 	if ctl == nil {
@@ -341,6 +360,35 @@ func (c *claim) Commit(ctx context.Context, to job.State, reason string, mutate 
 	if !job.CanTransition(cur.Status, to) {
 		return fmt.Errorf("commit %s: %w: %s -> %s", cur.ID, job.ErrIllegal, cur.Status, to)
 	}
+	if c.committed == nil {
+		// The common case goes in a batch (batch.go); the batch leaves
+		// what needs pkg/job's rules to this commit's own transaction.
+		bj := cur.Clone()
+		bj.Status, bj.UpdatedAt, bj.Reason = to, sentinel, reason
+		if to != job.Queued {
+			fin := sentinel
+			bj.FinishedAt = &fin
+		}
+		if mutate != nil {
+			mutate(bj)
+		}
+		finNow := bj.FinishedAt != nil && bj.FinishedAt.Equal(sentinel)
+		if bj.UpdatedAt.Equal(sentinel) && bj.Status == to && cur.Status == job.InProgress {
+			c.committed = bj
+			now, err := c.s.commit(ctx, &commitReq{c: c, nj: bj, finishedNow: finNow, res: make(chan commitRes, 1)})
+			if err == nil {
+				bj.UpdatedAt = now
+				if finNow {
+					bj.FinishedAt = &now
+				}
+				c.done, c.j, c.committed = true, bj, nil
+				return nil
+			}
+			if !errors.Is(err, errNotBatched) {
+				return fmt.Errorf("commit %s: %w", cur.ID, err)
+			}
+		}
+	}
 	var nj *job.Job
 	err := c.s.tx(ctx, func(tx pgx.Tx) error {
 		var now time.Time
@@ -355,8 +403,9 @@ func (c *claim) Commit(ctx context.Context, to job.State, reason string, mutate 
 		}
 		if token != c.token || status != string(job.InProgress) {
 			if c.committed != nil && token == c.token && status == string(c.committed.Status) {
-				nj = c.committed // the first call committed
-				return nil
+				// The first call committed: its outcome is the row.
+				nj, _, err = scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1`, cur.ID))
+				return err
 			}
 			return errFenced(cur.ID)
 		}

@@ -35,9 +35,11 @@ const NotifyChannel = "farro_jobs"
 
 // Store is a store.Store in a PostgreSQL database.
 type Store struct {
-	pool    *pgxpool.Pool
-	scratch string
-	wait    *waiter
+	pool     *pgxpool.Pool
+	scratch  string
+	wait     *waiter
+	commits  *batcher[*commitReq]
+	controls *batcher[*controlReq]
 
 	// testHookBeforeCommit, when set (by this package's tests), runs
 	// inside Claim's and Commit's transactions just before they commit.
@@ -52,6 +54,7 @@ type Option func(*config)
 type config struct {
 	scratch  string
 	maxConns int32
+	tracer   pgx.QueryTracer // tests: count the statements sent
 }
 
 // WithScratch sets the directory under which each attempt gets its
@@ -79,6 +82,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if cfg.maxConns > 0 {
 		pc.MaxConns = cfg.maxConns
 	}
+	if cfg.tracer != nil {
+		pc.ConnConfig.Tracer = cfg.tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
@@ -89,11 +95,15 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{pool: pool, scratch: cfg.scratch}
 	s.wait = newWaiter(pool)
+	s.commits = newBatcher(s.flushCommits, func(r *commitReq) { r.res <- commitRes{err: errClosed} })
+	s.controls = newBatcher(s.flushControls, func(r *controlReq) { r.res <- controlRes{err: errClosed} })
 	return s, nil
 }
 
 // Close stops the listener and closes the pool.
 func (s *Store) Close() error {
+	s.commits.close()
+	s.controls.close()
 	s.wait.close()
 	s.pool.Close()
 	return nil
@@ -239,50 +249,7 @@ func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Jo
 	if valid == 0 {
 		return jobs, errs
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-			return err
-		}
-		now = now.UTC()
-		queued := false
-		for i := range reqs {
-			jobs[i] = nil
-			if errs[i] != nil {
-				continue
-			}
-			r := &reqs[i]
-			j := &job.Job{SchemaVersion: job.SchemaVersion, ID: r.ID, Kind: r.Kind, Status: job.Queued,
-				Priority: r.Priority, MaxAttempts: r.MaxAttempts, CreatedAt: now, UpdatedAt: now}
-			switch {
-			case r.Held:
-				j.Status, j.Reason = job.Held, "submitted held"
-			case r.NotBefore.After(now):
-				nb := r.NotBefore.UTC().Truncate(time.Microsecond)
-				j.Status, j.NotBefore, j.Reason = job.Deferred, &nb, "scheduled"
-			}
-			tag, err := tx.Exec(ctx, `INSERT INTO jobs (id, schema_version, kind, status, priority, max_attempts,
-				created_at, updated_at, not_before, reason, prompt, age_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
-				ON CONFLICT (id) DO NOTHING`,
-				j.ID, j.SchemaVersion, j.Kind, string(j.Status), j.Priority, j.MaxAttempts, now, j.NotBefore, j.Reason, r.Prompt, ageOf(j))
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				errs[i] = fmt.Errorf("submit %s: %w", j.ID, job.ErrDuplicate)
-				continue
-			}
-			if err := addEvent(ctx, tx, j.ID, job.Event{Time: now, Actor: r.Actor, To: j.Status, Reason: "submitted"}); err != nil {
-				return err
-			}
-			queued = queued || j.Status == job.Queued
-			jobs[i] = j
-		}
-		if queued {
-			return notify(ctx, tx)
-		}
-		return nil
-	})
+	err := s.submit(ctx, reqs, jobs, errs)
 	if err != nil {
 		for i := range reqs {
 			if errs[i] == nil {

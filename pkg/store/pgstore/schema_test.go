@@ -1,10 +1,12 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/farro-dev/farro/pkg/job"
 )
@@ -147,5 +149,46 @@ func TestTriggerRefusesIllegalUpdate(t *testing.T) {
 	}
 	if _, err := c.Exec(ctxT(t), `UPDATE jobs SET status = 'queued' WHERE id = $1`, j.ID); pgCode(err) != "FR001" {
 		t.Fatalf("killed -> queued by hand after a Retry: %v", err)
+	}
+}
+
+// The indexes a move writes are the claim order's, the state scans' and
+// the history's only, and a heartbeat writes none (a HOT update).
+func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	c := sqlConn(t, url)
+	rows, err := c.Query(ctxT(t), `SELECT indexname FROM pg_indexes WHERE tablename IN ('jobs', 'job_events') ORDER BY indexname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+	}
+	if want := "job_events_job jobs_claim_order jobs_pkey jobs_status_id"; strings.Join(got, " ") != want {
+		t.Fatalf("indexes %q, want %s", got, want)
+	}
+	submit(t, s, job.SubmitRequest{})
+	cl := claimOne(t, s, "w", time.Minute)
+	tx, err := c.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	var hb, upd time.Time
+	if err := tx.QueryRow(ctxT(t), heartbeatSQL, cl.Job().ID, cl.Token(), time.Minute).Scan(&hb, &upd); err != nil {
+		t.Fatal(err)
+	}
+	var n, hot int64
+	if err := tx.QueryRow(ctxT(t), `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`).Scan(&n, &hot); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || hot != 1 {
+		t.Fatalf("heartbeat: %d updates, %d of them HOT; want 1 HOT", n, hot)
 	}
 }
