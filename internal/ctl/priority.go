@@ -21,6 +21,7 @@ type DomainPriority struct {
 	PagesCrawled int64 `json:"pages_crawled"`
 	PagesNew     int64 `json:"pages_new"`
 	crawl.Priority
+	DomainImages // images.go
 }
 
 // domainsBy prints the domains ordered by priority score, highest first
@@ -35,9 +36,11 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 	}
 	now := c.now()
 	var rows []DomainPriority
+	images := &imageYield{s: s} // images.go: the yield term of a crawl that fetches images
 	if err := eachDomain(s, names, want, func(n string, d *crawl.Domain) {
 		rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round,
-			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Priority: crawl.PriorityOf(d, now)})
+			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Priority: crawl.PriorityFor(d, now, images.of(n)),
+			DomainImages: domainImages(d)})
 	}); err != nil {
 		return err
 	}

@@ -229,6 +229,7 @@ func (d *driver) load() error {
 		d.refreshWork(dm)
 	}
 	d.recount()
+	d.sumImagesStored() // images.go
 	if err := d.loadCounts(); err != nil {
 		return err
 	}
