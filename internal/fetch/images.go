@@ -10,8 +10,8 @@ import (
 	"github.com/farro-dev/farro/internal/urlnorm"
 )
 
-// ExtractImages returns the images an HTML document references, seed
-// 004's images_found: <img src>, the candidates of <img srcset>, and those
+// ExtractImages returns the images an HTML document references, its
+// images_found: <img src>, the candidates of <img srcset>, and those
 // of <source srcset> inside <picture>. Each distinct URL counts once
 // (after resolution against the document's base, as links are, and
 // normalization with urlnorm's safe rules); data: URLs, other schemes,
