@@ -136,7 +136,9 @@ func (c *Ctl) DomainShow(name, domain string) error {
 		*crawl.Domain
 		Pending int64 `json:"pending"`
 		GaveUp  bool  `json:"gave_up"`
-	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil}
+		shownImages
+	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil,
+		showImages(st, cr, d)} // images.go
 	b, _ := json.MarshalIndent(out, "", "  ")
 	_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
 	return err

@@ -54,3 +54,27 @@ func (y *imageYield) of(name string) bool {
 	y.m[name] = v
 	return v
 }
+
+// shownImages are what domain show adds to the entity (which has
+// images_found of its own).
+type shownImages struct {
+	ImagesStored     int64   `json:"images_stored"`
+	ImageYieldRate   float64 `json:"image_yield_rate"`
+	AvgImagesPerPage float64 `json:"avg_images_per_page"`
+}
+
+// showImages are the image counters of domain show: images_stored is
+// summed over every domain file of the crawl (crawl.SumImagesStored), read
+// only when the crawl fetches images (otherwise nothing is stored).
+func showImages(st *crawl.Store, cr *crawl.Crawl, d *crawl.Domain) shownImages {
+	if cr != nil && cr.FetchesImages() {
+		if doms, err := st.Domains(); err == nil {
+			for _, o := range doms {
+				if o.Domain == d.Domain {
+					d.ImagesStored = o.ImagesStored
+				}
+			}
+		}
+	}
+	return shownImages{ImagesStored: d.ImagesStored, ImageYieldRate: d.ImageYieldRate(), AvgImagesPerPage: d.AvgImagesPerPage()}
+}

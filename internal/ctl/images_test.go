@@ -113,4 +113,22 @@ func TestDomainsImages(t *testing.T) {
 	if !strings.Contains(e.stdout.String(), "34 found, 15 stored (page requisites: images)") {
 		t.Errorf("crawl status:\n%s", e.stdout)
 	}
+	// domain show: the entity, with images_stored summed from the domains
+	// that served its images.
+	e.stdout.Reset()
+	if err := e.ctl("").DomainShow("pics", "p.example"); err != nil {
+		t.Fatal(err)
+	}
+	var show struct {
+		Found  int64            `json:"images_found"`
+		Stored int64            `json:"images_stored"`
+		For    map[string]int64 `json:"images_stored_for"`
+		Rate   float64          `json:"image_yield_rate"`
+	}
+	if err := json.Unmarshal(e.stdout.Bytes(), &show); err != nil {
+		t.Fatal(err)
+	}
+	if show.Found != 14 || show.Stored != 6 || show.For["p.example"] != 4 || show.Rate != 0.6 {
+		t.Errorf("domain show p.example: %+v\n%s", show, e.stdout)
+	}
 }
