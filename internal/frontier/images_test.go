@@ -231,3 +231,39 @@ func portOf(t *testing.T, st *crawl.Store, host string) int {
 	t.Fatalf("no --resolve entry for %s", host)
 	return 0
 }
+
+// TestImagesCountTowardMaxPages: page requisites are URL jobs like any
+// other, so max_pages bounds pages and images together.
+func TestImagesCountTowardMaxPages(t *testing.T) {
+	t.Parallel()
+	site := testsite.Start(testsite.Options{})
+	defer site.Close()
+	e := startEnv(t, 2)
+	defer e.stop()
+	cfg := testCrawl(site, "budget")
+	cfg.Seeds = []crawl.Seed{{URL: site.URL(testsite.HostImg, "/")}}
+	cfg.Delay = crawl.Duration(20 * time.Millisecond)
+	cfg.PageRequisites = []string{"images"}
+	cfg.MaxPages = 5
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := crawl.Open(e.spool, cfg.Name)
+	if err := st.Create(cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, crawl.Done, 30*time.Second)
+	var pages, images int
+	for _, r := range site.Log() {
+		switch {
+		case testsite.IsRobots(r):
+		case strings.HasPrefix(r.URI, "/img/") || r.URI == "/shared.png":
+			images++
+		default:
+			pages++
+		}
+	}
+	if pages+images != int(cfg.MaxPages) || images == 0 {
+		t.Errorf("%d pages and %d images requested; want %d in all, images among them", pages, images, cfg.MaxPages)
+	}
+}
