@@ -85,7 +85,7 @@ a per-run budget reached pauses the crawl.`,
 			&cli.BoolFlag{Name: "strip-www", Usage: "normalization: fold leading www. of hosts"},
 			&cli.BoolFlag{Name: "lowercase-path", Usage: "normalization: lowercase paths"},
 			&cli.BoolFlag{Name: "drop-empty-query", Usage: "normalization: drop an empty '?'"},
-		}, append(crawlFilterFlags(), crawlCooldownFlags()...)...), // crawl_filter.go, crawl_cooldown.go
+		}, append(append(crawlFilterFlags(), crawlCooldownFlags()...), crawlRequisiteFlags()...)...), // crawl_filter.go, crawl_cooldown.go, crawl_requisites.go
 		Action: func(cc *cli.Context) error {
 			a, err := nameArg(cc, 1)
 			if err != nil {
@@ -108,8 +108,9 @@ a per-run budget reached pauses the crawl.`,
 			cr.RetryBackoff, cr.RetryBackoffMax = crawl.Duration(cc.Duration("retry-backoff")), crawl.Duration(cc.Duration("retry-backoff-max"))
 			cr.MaxDomainRetries = cc.Int("max-domain-retries")
 			cr.Normalize = crawl.Normalization{SortQuery: cc.Bool("sort-query"), StripWWW: cc.Bool("strip-www"), LowercasePath: cc.Bool("lowercase-path"), DropEmptyQuery: cc.Bool("drop-empty-query")}
-			applyCrawlFilterFlags(cc, cr)   // crawl_filter.go
-			applyCrawlCooldownFlags(cc, cr) // crawl_cooldown.go
+			applyCrawlFilterFlags(cc, cr)    // crawl_filter.go
+			applyCrawlCooldownFlags(cc, cr)  // crawl_cooldown.go
+			applyCrawlRequisiteFlags(cc, cr) // crawl_requisites.go
 			return c(cc).CrawlStart(ctl.CrawlStartOptions{Crawl: cr, Seeds: cc.StringSlice("seed"), SeedsFile: cc.String("seeds-file"), Resolve: cc.StringSlice("resolve"),
 				Rank: cc.Int("rank"), Source: cc.String("source")})
 		},

@@ -49,6 +49,11 @@ type FetchPrompt struct {
 	IfModifiedSince string `json:"if_modified_since,omitempty"`
 	PrevSHA256      string `json:"prev_sha256,omitempty"`
 	FetchFilters           // content types, robots meta switches (filter.go)
+	// A page requisite (images.go): its links are not extracted.
+	// PageRequisites: the kinds whose URLs a page's artifact lists besides
+	// its images (css, scripts).
+	RequisiteRef
+	PageRequisites []string `json:"page_requisites,omitempty"`
 }
 
 // RobotsRef names a stored robots.txt.
@@ -145,6 +150,7 @@ type Artifact struct {
 	LoginWall string `json:"login_wall,omitempty"`
 
 	PageDirectives // noindex, nofollow (filter.go)
+	PageImages     // images and other requisites referenced (images.go)
 }
 
 // RobotsArtifact is the result.json of a crawl.robots job.
@@ -229,6 +235,10 @@ type Outcome struct {
 	// (counted in the domain's pages_recrawled).
 	Recrawl bool `json:"recrawl,omitempty"`
 	PageDirectives
+	// A page requisite's kind and page domain, a page's images_found, an
+	// image stored (images.go).
+	RequisiteRef
+	ImageOutcome
 }
 
 // ScanOutcomes calls fn for every line of outcomes.jsonl (a torn last

@@ -150,6 +150,8 @@ type Crawl struct {
 	MaxRedirects   int               `json:"max_redirects"` // redirect hops followed from one discovered URL
 	Normalize      Normalization     `json:"normalize"`
 	Filters                          // URL and content-type filters, robots meta (filter.go)
+	// PageRequisites: images, css, scripts fetched as URL jobs (images.go).
+	PageRequisites []string `json:"page_requisites,omitempty"`
 
 	// Domain error handling (seed 004).
 	BlockThreshold       int      `json:"block_threshold"`       // consecutive 403/429/5xx before blocked
@@ -288,6 +290,9 @@ func (c *Crawl) Validate() error {
 		return err
 	}
 	if err := c.Filters.Validate(c.Normalize.Options()); err != nil {
+		return err
+	}
+	if err := c.validatePageRequisites(); err != nil { // images.go
 		return err
 	}
 	for hp, addr := range c.Resolve {

@@ -149,6 +149,7 @@ type Flight struct {
 	LastModified string `json:"last_modified,omitempty"`
 	PrevSHA256   string `json:"prev_sha256,omitempty"`
 	Known        bool   `json:"known,omitempty"` // a revisit of a URL with an earlier response (Entry.Known)
+	RequisiteRef        // a page requisite (images.go)
 }
 
 // Segment is one queue file of a domain: the URLs discovered at one
@@ -244,6 +245,18 @@ type Domain struct {
 	// PagesCrawled - PagesRecrawled pages were crawled at least once,
 	// never more than PagesDiscovered.
 	PagesRecrawled int64 `json:"pages_recrawled,omitempty"`
+
+	// Images (images.go): ImagesFound counts the image URLs this domain's
+	// pages referenced (each distinct URL once per page); RequisitesCrawled
+	// the responses, among PagesCrawled, to page-requisite jobs of this
+	// domain; ImagesStoredFor the images this domain served and stored, by
+	// the domain of the page that referenced them. ImagesStored, not in
+	// the file, is the images stored for this domain's pages: the sum of
+	// every domain's ImagesStoredFor[this domain] (SumImagesStored).
+	ImagesFound       int64            `json:"images_found,omitempty"`
+	RequisitesCrawled int64            `json:"requisites_crawled,omitempty"`
+	ImagesStoredFor   map[string]int64 `json:"images_stored_for,omitempty"`
+	ImagesStored      int64            `json:"-"`
 
 	Run         int   `json:"run"`          // the crawl run RunReleased counts
 	RunReleased int64 `json:"run_released"` // URLs released in that run
@@ -376,6 +389,7 @@ func (st *Store) Domains() ([]*Domain, error) {
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
+	SumImagesStored(out) // images.go
 	return out, nil
 }
 

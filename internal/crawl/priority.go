@@ -17,20 +17,23 @@ import (
 // beyond and for a domain with no rank). The design adds the rank itself,
 // which would put the thousandth domain of a list before the first; the
 // term keeps the intent (a list's ranks give the initial order) on the
-// scale of the other terms. yield_rate is PagesNew / PagesCrawled (farro
-// stores pages, not images: the share of responses that brought content
-// not seen before), error_rate TotalErrorCount / PagesCrawled (both 0
-// before the first response), remaining the URLs queued and not
-// released, staleness the days since the last response (since 2000-01-01
-// for a domain never crawled, as the seed's COALESCE). Blocked and
-// unreachable domains get no score (Scored false): the seed leaves them
-// out of the computation.
+// scale of the other terms. yield_rate is PagesNew / PagesCrawled (the
+// share of responses that brought content not seen before) or, for a
+// crawl that fetches its pages' images (PriorityFor with images), the
+// image yield rate: images_stored / pages crawled (images.go); error_rate
+// TotalErrorCount / PagesCrawled (both 0 before the first response),
+// remaining the URLs queued and not released, staleness the days since the
+// last response (since 2000-01-01 for a domain never crawled, as the
+// seed's COALESCE). Blocked and unreachable domains get no score (Scored
+// false): the seed leaves them out of the computation.
 type Priority struct {
-	Score         int     `json:"score"`
-	Scored        bool    `json:"scored"`
-	SeedRank      int     `json:"seed_rank,omitempty"`
-	RankTerm      int     `json:"rank_term,omitempty"`
-	YieldRate     float64 `json:"yield_rate"`
+	Score     int     `json:"score"`
+	Scored    bool    `json:"scored"`
+	SeedRank  int     `json:"seed_rank,omitempty"`
+	RankTerm  int     `json:"rank_term,omitempty"`
+	YieldRate float64 `json:"yield_rate"`
+	// ImageYield: YieldRate is the image yield rate.
+	ImageYield    bool    `json:"image_yield,omitempty"`
 	ErrorRate     float64 `json:"error_rate"`
 	Remaining     int64   `json:"remaining"`
 	StalenessDays float64 `json:"staleness_days"`
@@ -39,12 +42,19 @@ type Priority struct {
 // neverCrawled is the seed's COALESCE(last_crawled_at, '2000-01-01').
 var neverCrawled = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// PriorityOf computes d's priority at now.
-func PriorityOf(d *Domain, now time.Time) Priority {
-	p := Priority{Remaining: d.Pending(), SeedRank: d.SeedRank, RankTerm: RankTerm(d.SeedRank)}
+// PriorityOf computes d's priority at now, with the page yield rate.
+func PriorityOf(d *Domain, now time.Time) Priority { return PriorityFor(d, now, false) }
+
+// PriorityFor computes d's priority at now; with images, its yield term
+// is the image yield rate (the crawl fetches its pages' images).
+func PriorityFor(d *Domain, now time.Time, images bool) Priority {
+	p := Priority{Remaining: d.Pending(), ImageYield: images, SeedRank: d.SeedRank, RankTerm: RankTerm(d.SeedRank)}
 	if d.PagesCrawled > 0 {
 		p.YieldRate = float64(d.PagesNew) / float64(d.PagesCrawled)
 		p.ErrorRate = float64(d.TotalErrorCount) / float64(d.PagesCrawled)
+	}
+	if images {
+		p.YieldRate = d.ImageYieldRate()
 	}
 	last := neverCrawled
 	if d.LastCrawledAt != nil {

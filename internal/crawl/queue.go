@@ -42,6 +42,8 @@ type Entry struct {
 	// Requeued: put back after a release whose submit failed (the URL
 	// was discovered before).
 	Requeued bool `json:"requeued,omitempty"`
+	// A page requisite (images.go).
+	RequisiteRef
 }
 
 // Discovery reports whether the entry is a URL's first queueing (what

@@ -93,6 +93,14 @@ type DomainCounts struct {
 	Queued       int64            `json:"queued"` // queue entries appended, retries included
 	InFlight     int              `json:"in_flight"`
 	HTTPStatus   map[string]int64 `json:"http_status"`
+	ImageCounts
+}
+
+// ImageCounts are a domain's image counters (images.go).
+type ImageCounts struct {
+	ImagesFound       int64 `json:"images_found"`
+	ImagesStored      int64 `json:"images_stored"`
+	RequisitesCrawled int64 `json:"requisites_crawled"`
 }
 
 // Counts are a crawl's counters: per domain, and the dropped links.
@@ -121,6 +129,7 @@ func (st *Store) Stored() (*Counts, error) {
 		for _, s := range d.Queue {
 			dc.Queued += s.Count
 		}
+		dc.ImageCounts = ImageCounts{ImagesFound: d.ImagesFound, ImagesStored: d.ImagesStored, RequisitesCrawled: d.RequisitesCrawled}
 		for k, v := range d.StatusCounts {
 			if v != 0 {
 				dc.HTTPStatus[k] = v
@@ -215,6 +224,7 @@ func Recount(st *Store) (*Counts, error) {
 				dc.Recrawled++
 			}
 			dc.HTTPStatus[fmt.Sprint(o.HTTPStatus)]++
+			recountImages(&o, dc, get) // images.go
 			switch {
 			case o.Unchanged:
 				dc.Unchanged++
@@ -300,6 +310,9 @@ func (a *Counts) Diff(b *Counts) []string {
 		cmp(p+"pending", x.Pending, y.Pending)
 		cmp(p+"queued", x.Queued, y.Queued)
 		cmp(p+"in_flight", int64(x.InFlight), int64(y.InFlight))
+		cmp(p+"images_found", x.ImagesFound, y.ImagesFound)
+		cmp(p+"images_stored", x.ImagesStored, y.ImagesStored)
+		cmp(p+"requisites_crawled", x.RequisitesCrawled, y.RequisitesCrawled)
 		codes := map[string]bool{}
 		for k := range x.HTTPStatus {
 			codes[k] = true

@@ -66,6 +66,7 @@ type CrawlSummary struct {
 	// AveragePerSecond is fetched over the crawl's own duration.
 	AveragePerSecond float64          `json:"average_per_second"`
 	PerDomain        []*DomainSummary `json:"per_domain,omitempty"`
+	CrawlImages                       // images.go
 	At               time.Time        `json:"at"`
 }
 
@@ -98,7 +99,8 @@ type DomainSummary struct {
 	// Recrawled: responses to refresh rounds' revisits, among Crawled
 	// (the table's PAGES shows Crawled - Recrawled, the pages crawled at
 	// least once, out of Discovered).
-	Recrawled int64 `json:"pages_recrawled"`
+	Recrawled    int64 `json:"pages_recrawled"`
+	DomainImages       // images.go
 }
 
 // PagesCrawledOnce is the pages crawled at least once (the responses to
@@ -114,7 +116,7 @@ func domainSummary(name string, d *crawl.Domain) *DomainSummary {
 		Consecutive: d.ConsecutiveErrorCount + d.ConsecutiveNetErrorCount, LastCrawledAt: d.LastCrawledAt,
 		NextCrawlAfter: d.NextCrawlAfter, NextReleaseAt: d.NextReleaseAt, Interval: d.IntervalSeconds,
 		GaveUp:    (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil,
-		Recrawled: d.PagesRecrawled,
+		Recrawled: d.PagesRecrawled, DomainImages: domainImages(d),
 	}
 }
 
@@ -133,6 +135,7 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 	for _, s := range cr.Seeds {
 		sum.Seeds = append(sum.Seeds, s.URL)
 	}
+	sum.PageRequisites = cr.PageRequisites
 	if l, err := crawl.TryFlock(st.Path(crawl.FrontierLock)); err == nil {
 		l.Unlock()
 	} else if errors.Is(err, crawl.ErrBusy) {
@@ -159,6 +162,8 @@ func summarize(st *crawl.Store, full bool, now time.Time) (*CrawlSummary, error)
 		sum.Pending += d.Pending()
 		sum.InFlight += len(d.InFlight)
 		sum.DomainStatus[d.Status]++
+		sum.ImagesFound += d.ImagesFound
+		sum.ImagesStored += d.ImagesStored
 		for k, v := range d.StatusCounts {
 			sum.HTTPStatus[k] += v
 		}
@@ -226,6 +231,9 @@ func (c *Ctl) CrawlStatus(name string, jsonOut bool) error {
 	}
 	fmt.Fprintf(tw, "pending\t%d\n", sum.Pending)
 	fmt.Fprintf(tw, "in flight\t%d\n", sum.InFlight)
+	if sum.ImagesFound > 0 || len(sum.PageRequisites) > 0 {
+		fmt.Fprintf(tw, "images\t%d found, %d stored (page requisites: %s)\n", sum.ImagesFound, sum.ImagesStored, dash(strings.Join(sum.PageRequisites, ",")))
+	}
 	fmt.Fprintf(tw, "dropped links\t%d out of scope, %d too deep, %d duplicates, %d invalid, %d filtered\n", sum.OutOfScope, sum.TooDeep, sum.Duplicates, sum.Invalid, sum.Filtered)
 	fmt.Fprintf(tw, "rate\t%.2f URLs/s (over the last %s of running time); %.2f pages/s fetched over the crawl's %s\n", sum.RatePerSecond,
 		time.Duration(sum.RateWindowS*float64(time.Second)).Round(time.Second), sum.AveragePerSecond, time.Duration(sum.ElapsedMS)*time.Millisecond)

@@ -137,7 +137,9 @@ func (c *Ctl) DomainShow(name, domain string) error {
 		Pending  int64                `json:"pending"`
 		GaveUp   bool                 `json:"gave_up"`
 		Registry *crawl.RegistryEntry `json:"registry,omitempty"` // domain_registry.go
-	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil, c.registryEntryOf(d.Domain)}
+		shownImages
+	}{d, d.Pending(), (d.Status == crawl.DomainBlocked || d.Status == crawl.DomainUnreachable) && d.NextCrawlAfter == nil,
+		c.registryEntryOf(d.Domain), showImages(st, cr, d)} // images.go
 	b, _ := json.MarshalIndent(out, "", "  ")
 	_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
 	return err

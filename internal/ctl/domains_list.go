@@ -18,7 +18,9 @@ func limitOf(n, limit int) int {
 // sortByYield orders domains for the top-domains view (domains --by
 // yield): highest yield rate (pages with new content per page fetched)
 // first, then most pages with new content, then by crawl and name.
-// Domains with nothing fetched have no yield and come last.
+// Domains with nothing fetched have no yield and come last. The yield
+// rate is the priority's: the image yield rate in a crawl that fetches
+// images (images.go).
 func sortByYield(rows []DomainPriority) {
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
@@ -41,13 +43,17 @@ func sortByYield(rows []DomainPriority) {
 // printYield prints the top-domains table.
 func printYield(w io.Writer, rows []DomainPriority) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tYIELD\tNEW\tCRAWLED\tREMAINING\tERROR RATE")
+	fmt.Fprintln(tw, "CRAWL\tDOMAIN\tSTATUS\tYIELD\tNEW\tCRAWLED\tIMAGES\tIMG YIELD\tREMAINING\tERROR RATE")
 	for _, r := range rows {
-		yield := "-"
+		yield, imgYield := "-", "-"
 		if r.PagesCrawled > 0 {
-			yield = fmt.Sprintf("%.2f", r.YieldRate)
+			// The page yield, whichever rate the priority uses.
+			yield = fmt.Sprintf("%.2f", float64(r.PagesNew)/float64(r.PagesCrawled))
+			imgYield = fmt.Sprintf("%.2f", r.ImageYieldRate)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.2f\n", r.Crawl, r.Domain, r.Status, yield, r.PagesNew, r.PagesCrawled, r.Remaining, r.ErrorRate)
+		// IMAGES: stored / found (images.go).
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%d\t%.2f\n", r.Crawl, r.Domain, r.Status, yield, r.PagesNew, r.PagesCrawled,
+			r.ImagesStored, r.ImagesFound, imgYield, r.Remaining, r.ErrorRate)
 	}
 	return tw.Flush()
 }

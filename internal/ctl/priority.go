@@ -22,7 +22,8 @@ type DomainPriority struct {
 	PagesNew     int64  `json:"pages_new"`
 	Source       string `json:"source,omitempty"`
 	crawl.Priority
-	d *crawl.Domain
+	DomainImages // images.go
+	d            *crawl.Domain
 }
 
 // domainsBy prints the domains ordered by priority score, highest first
@@ -37,9 +38,11 @@ func (c *Ctl) domainsBy(o DomainsOptions) error {
 	}
 	now := c.now()
 	var rows []DomainPriority
+	images := &imageYield{s: s} // images.go: the yield term of a crawl that fetches images
 	if err := eachDomain(s, names, want, func(n string, d *crawl.Domain) {
 		rows = append(rows, DomainPriority{Crawl: n, Domain: d.Domain, Status: d.Status, Round: d.Round,
-			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Source: d.Source, Priority: crawl.PriorityOf(d, now), d: d})
+			PagesCrawled: d.PagesCrawled, PagesNew: d.PagesNew, Source: d.Source, Priority: crawl.PriorityFor(d, now, images.of(n)),
+			DomainImages: domainImages(d), d: d})
 	}); err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func pageLinks(p *crawl.FetchPrompt, art *crawl.Artifact, res *response) {
 	}
 	art.Noindex, art.Nofollow = noindex, nofollow
 	art.RobotsDirectives = strings.Join(from, "; ")
-	if html2xx && !nofollow {
+	if html2xx && !nofollow && p.Requisite == "" { // a requisite's links are not followed (images.go)
 		art.Links, art.NofollowLinks = extractLinks(p.URL, res.body, !p.IgnoreNofollow)
 	}
 }

@@ -202,7 +202,8 @@ func (h *Handler) fetch(ctx context.Context, st *crawl.Store, p *crawl.FetchProm
 			_ = h.Gates.HoldUntil(p.Domain, time.Now().Add(min(d, politeness.MaxHold)))
 		}
 	}
-	pageLinks(p, art, &res) // links, robots meta, nofollow (directives.go)
+	pageLinks(p, art, &res)  // links, robots meta, nofollow (directives.go)
+	pageImages(p, art, &res) // images, stylesheets, scripts (images.go)
 	markLoginWall(p, art, &res)
 	return nil
 }

@@ -243,6 +243,7 @@ func (d *driver) load() error {
 	}
 	sort.Strings(d.regVerify)
 	d.recount()
+	d.sumImagesStored() // images.go
 	if err := d.loadCounts(); err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 			d.log.Warn().Err(err).Str("job_id", fl.ID).Msg("unreadable artifact")
 		}
 	}
-	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID, Referrer: fl.From, Depth: fl.Depth}
+	out := crawl.Outcome{Time: now, URL: fl.URL, Domain: dd.Domain, JobID: fl.ID, Referrer: fl.From, Depth: fl.Depth, RequisiteRef: fl.RequisiteRef}
 	if haveArt {
 		out.Depth, out.HTTPStatus, out.SHA256, out.Links = art.Depth, art.HTTPStatus, art.SHA256, len(art.Links)
 		out.ETag, out.LastModified, out.Unchanged, out.Round = art.Headers["ETag"], art.Headers["Last-Modified"], art.Unchanged, art.Round
@@ -142,7 +142,7 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 			out.Detail = "login wall (" + art.LoginWall + ")"
 		}
 		d.loginWall(dm, &art, now) // loginwall.go, before fetched counts the page
-		d.fetched(dm, fl.ID, &art, now)
+		d.fetched(dm, fl, &art, &out, now)
 		if fl.Known {
 			dd.PagesRecrawled++
 			out.Recrawl = true
@@ -189,7 +189,7 @@ func (d *driver) ingestFetch(dm *dom, fl *crawl.Flight, st job.State, dir string
 
 // fetched ingests an HTTP response (responseHealth has counted it
 // toward its domain's health).
-func (d *driver) fetched(dm *dom, id string, art *crawl.Artifact, now time.Time) {
+func (d *driver) fetched(dm *dom, fl *crawl.Flight, art *crawl.Artifact, out *crawl.Outcome, now time.Time) {
 	dd := dm.d
 	dd.PagesCrawled++
 	// Counted here, with the page's outcome, not in responseHealth: a
@@ -204,12 +204,14 @@ func (d *driver) fetched(dm *dom, id string, art *crawl.Artifact, now time.Time)
 	case art.HTTPStatus >= 200 && art.HTTPStatus < 300:
 		dd.PagesNew++
 	}
-	d.beginTally(id)
+	d.beginTally(fl.ID)
 	for _, l := range art.Links {
 		d.discover(l, art.Depth+1, 0, 0, art.NormalizedURL, now)
 	}
+	d.pageRequisites(dm, fl, art, out, now) // images.go
 	if art.RedirectTo != "" {
-		d.discover(art.RedirectTo, art.Depth, art.Hops+1, 0, art.NormalizedURL, now)
+		// A requisite redirected stays a requisite of its page.
+		d.discoverAs(art.RedirectTo, art.Depth, art.Hops+1, 0, art.NormalizedURL, fl.RequisiteRef, now)
 	}
 	d.endTally()
 }
@@ -424,6 +426,12 @@ func (d *driver) ingestRobots(dm *dom, fl *crawl.Flight, st job.State, dir strin
 // discover takes one link (or seed, or redirect target) through
 // normalization, scope, depth and dedup, and queues it for its domain.
 func (d *driver) discover(raw string, depth, hops, prio int, from string, now time.Time) {
+	d.discoverAs(raw, depth, hops, prio, from, crawl.RequisiteRef{}, now)
+}
+
+// discoverAs is discover for a URL that is a page requisite when req is
+// set (images.go).
+func (d *driver) discoverAs(raw string, depth, hops, prio int, from string, req crawl.RequisiteRef, now time.Time) {
 	t := &d.tally // counts.go: this job's line of links.jsonl
 	u, err := d.cfg.NormalizeURL(raw)
 	if err != nil {
@@ -474,7 +482,7 @@ func (d *driver) discover(raw string, depth, hops, prio int, from string, now ti
 	d.shallower(dm, k) // depth.go
 	seg := dm.d.Segment(depth, prio)
 	key := segKey{name, seg.File}
-	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now})
+	d.appends[key] = append(d.appends[key], crawl.Entry{URL: u, Depth: depth, Priority: prio, Hops: hops, From: crawl.BoundReferrer(from), At: now, RequisiteRef: req})
 	dm.d.PagesDiscovered++
 	d.discovered++
 	if dm.d.Status == crawl.DomainExhausted && !dm.d.Held() { // held for the registry: stays exhausted (registry.go)

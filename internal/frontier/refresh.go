@@ -91,7 +91,8 @@ type known struct {
 	sha          string
 	order        int
 	haveResponse bool
-	fetchedAt    time.Time // of the last response
+	fetchedAt    time.Time          // of the last response
+	req          crawl.RequisiteRef // a page requisite (images.go)
 }
 
 // startRefresh starts a new round of every domain of doms: one pass over
@@ -113,7 +114,7 @@ func (d *driver) startRefresh(doms []*dom, now time.Time) {
 		}
 		k := m[o.URL]
 		if k == nil {
-			k = &known{url: o.URL, depth: o.Depth, order: n}
+			k = &known{url: o.URL, depth: o.Depth, order: n, req: o.RequisiteRef}
 			n++
 			m[o.URL] = k
 		}
@@ -156,7 +157,7 @@ func (d *driver) startRefresh(doms []*dom, now time.Time) {
 			}
 			seg := dd.Segment(k.depth, prio)
 			key := segKey{dd.Domain, seg.File}
-			e := crawl.Entry{URL: k.url, Depth: k.depth, Priority: prio, At: now, Round: dd.Round}
+			e := crawl.Entry{URL: k.url, Depth: k.depth, Priority: prio, At: now, Round: dd.Round, RequisiteRef: k.req}
 			if k.haveResponse {
 				e.ETag, e.LastModified, e.PrevSHA256, e.Known = k.etag, k.lm, k.sha, true
 			}

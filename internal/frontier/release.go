@@ -75,7 +75,7 @@ func (d *driver) releasePass(ctx context.Context, now time.Time) {
 			return
 		}
 		for _, dm := range cands {
-			dm.prio = crawl.PriorityOf(dm.d, now)
+			dm.prio = crawl.PriorityFor(dm.d, now, d.cfg.FetchesImages())
 		}
 		sort.Slice(cands, func(i, j int) bool {
 			a, b := cands[i], cands[j]
@@ -295,6 +295,11 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 		MinIntervalMS: interval.Milliseconds(), MaxInFlightPerDomain: d.cfg.MaxInFlightPerDomain, Robots: ref,
 		Round: dd.Round, IfNoneMatch: e.ETag, IfModifiedSince: e.LastModified, PrevSHA256: e.PrevSHA256,
 		FetchFilters: d.cfg.FetchFilters(),
+		RequisiteRef: e.RequisiteRef, PageRequisites: d.cfg.PageRequisites,
+	}
+	if e.Requisite != "" {
+		// A requisite is fetched whatever --content-types says (images.go).
+		p.ContentTypes = nil
 	}
 	b, _ := json.Marshal(&p)
 	req := d.request(id, crawl.KindFetch, e.Priority, b)
@@ -305,7 +310,7 @@ func (d *driver) releaseFetch(dm *dom, e crawl.Entry, seg *crawl.Segment, end in
 	d.consume(dm, seg, end)
 	dd.InFlight = append(dd.InFlight, crawl.Flight{ID: id, Kind: crawl.KindFetch, URL: e.URL, ReleasedAt: now,
 		Depth: e.Depth, Hops: e.Hops, Priority: e.Priority, From: crawl.BoundReferrer(e.From), Try: e.Try, Failures: e.Failures,
-		ETag: e.ETag, LastModified: e.LastModified, PrevSHA256: e.PrevSHA256, Known: e.Known})
+		ETag: e.ETag, LastModified: e.LastModified, PrevSHA256: e.PrevSHA256, Known: e.Known, RequisiteRef: e.RequisiteRef})
 	d.inflight[id] = dd.Domain
 	if e.Try > 0 {
 		// A retry is no new page: budgets count URLs.

@@ -78,7 +78,7 @@ func (d *driver) retryFailure(dm *dom, fl *crawl.Flight, cause string, schedule 
 		}
 	}
 	d.requeue(dm, crawl.Entry{URL: fl.URL, Depth: fl.Depth, Priority: fl.Priority, Hops: fl.Hops, From: fl.From,
-		At: now, Round: dd.Round, Try: fl.Try + 1, Failures: failures, ETag: fl.ETag, LastModified: fl.LastModified, PrevSHA256: fl.PrevSHA256, Known: fl.Known})
+		At: now, Round: dd.Round, Try: fl.Try + 1, Failures: failures, ETag: fl.ETag, LastModified: fl.LastModified, PrevSHA256: fl.PrevSHA256, Known: fl.Known, RequisiteRef: fl.RequisiteRef})
 	d.log.Info().Str("domain", dd.Domain).Str("url", fl.URL).Str("job_id", fl.ID).Str("cause", cause).
 		Int("try", fl.Try+1).Int("url_failures", failures).Str("domain_status", string(dd.Status)).
 		Int64("wait_ms", wait.Milliseconds()).Msg("fetch to be tried again")
@@ -113,7 +113,7 @@ func (d *driver) retryRequest(r *crawl.Request, now time.Time) {
 		if dm == nil {
 			return
 		}
-		d.requeue(dm, crawl.Entry{URL: o.URL, Depth: o.Depth, At: now, Round: dm.d.Round, Try: crawl.TryOf(o.JobID) + 1})
+		d.requeue(dm, crawl.Entry{URL: o.URL, Depth: o.Depth, At: now, Round: dm.d.Round, Try: crawl.TryOf(o.JobID) + 1, RequisiteRef: o.RequisiteRef})
 		d.refreshWork(dm)
 		n++
 	})

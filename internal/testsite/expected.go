@@ -24,6 +24,9 @@ type ExpectOptions struct {
 	// BlockThreshold is the crawl's block_threshold (default 5): the
 	// login walls in a row that block a domain which answered a 2xx page.
 	BlockThreshold int
+	// Images: the crawl fetches its pages' images (--page-requisites
+	// images): each at its page's depth, never followed for links.
+	Images bool
 }
 
 // Expectation is what a crawl of the site must do, as host+URI strings
@@ -40,6 +43,14 @@ type Expectation struct {
 	// answered is a login wall, or BlockThreshold walls in a row): after
 	// the wall that blocks them nothing of theirs is requested.
 	LoginWalled map[string]bool
+	// Images: the image URLs requested as page requisites (in Fetched
+	// too). ImagesFound and ImagesStored count, by the host of the pages
+	// that reference them, the distinct image URLs of each page and the
+	// images answered 2xx image/* (each image once, for the first page
+	// that referenced it).
+	Images       map[string]bool
+	ImagesFound  map[string]int
+	ImagesStored map[string]int
 }
 
 // Key is the host+URI form of a URL.
@@ -68,13 +79,16 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 		o.BlockThreshold = 5
 	}
 	e := &Expectation{Fetched: map[string]bool{}, Denied: map[string]bool{}, TooDeep: map[string]bool{}, Outside: map[string]bool{},
-		URLs: map[string]string{}, Depth: map[string]int{}, Redirect: map[string]bool{}, LoginWalled: map[string]bool{}}
+		URLs: map[string]string{}, Depth: map[string]int{}, Redirect: map[string]bool{}, LoginWalled: map[string]bool{},
+		Images: map[string]bool{}, ImagesFound: map[string]int{}, ImagesStored: map[string]int{}}
 	type item struct {
 		u           string
 		depth, hops int
+		imageOf     string // an image of a page of this host
 	}
 	seen := map[string]bool{}
 	var queue []item
+	imageOf := ""
 	push := func(raw string, depth, hops int) {
 		u, err := urlnorm.Normalize(raw, urlnorm.Options{})
 		if err != nil {
@@ -97,7 +111,7 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 		}
 		delete(e.TooDeep, k)
 		seen[u] = true
-		queue = append(queue, item{u, depth, hops})
+		queue = append(queue, item{u, depth, hops, imageOf})
 	}
 	for _, sd := range o.Seeds {
 		push(sd, 0, 0)
@@ -129,6 +143,13 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 		}
 		e.Fetched[k], e.URLs[k], e.Depth[k] = true, it.u, it.depth
 		resp := s.Page(host, pu.RequestURI(), 0)
+		if it.imageOf != "" { // a requisite: counted, never followed
+			e.Images[k] = true
+			if resp.Status >= 200 && resp.Status < 300 && resp.IsImageType() {
+				e.ImagesStored[it.imageOf]++
+			}
+			continue
+		}
 		switch {
 		case resp.LoginWall:
 			walls[host]++
@@ -164,6 +185,16 @@ func (s *Site) Expected(o ExpectOptions) *Expectation {
 			if t, err := urlnorm.Resolve(it.u, l, urlnorm.Options{}); err == nil {
 				push(t, it.depth+1, 0)
 			}
+		}
+		e.ImagesFound[host] += len(resp.Images)
+		if o.Images {
+			imageOf = host
+			for _, im := range resp.Images {
+				if t, err := urlnorm.Resolve(it.u, im, urlnorm.Options{}); err == nil {
+					push(t, it.depth, 0) // at the page's depth
+				}
+			}
+			imageOf = ""
 		}
 	}
 	return e

@@ -23,6 +23,10 @@ type Response struct {
 	// LoginWall: the answer is a login wall (a redirect to a login page,
 	// or a login form answered for a URL that is not a login page).
 	LoginWall bool
+	// Images are the distinct image URLs of an HTML page (root-relative or
+	// absolute; data: URLs left out), as a crawler must count them
+	// (images.go).
+	Images []string
 }
 
 const robotsA = `# a.site.test
@@ -118,6 +122,9 @@ func (s *Site) Page(host, uri string, hit int) Response {
 			return s.chain(host, path, 30)
 		}
 		return notFound()
+	}
+	if r, ok := s.imageSite(host, path); ok { // images.go
+		return r
 	}
 	switch host {
 	case HostA:

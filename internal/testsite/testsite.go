@@ -162,7 +162,7 @@ func (s *Site) Close() { s.Server.Close() }
 
 // Hosts lists every host name the site answers to.
 func (s *Site) Hosts() []string {
-	h := []string{HostA, HostWWWA, HostB, HostC, HostD, HostE, HostF, HostSlow, HostOut, HostWall, HostMembers, HostPortal}
+	h := []string{HostA, HostWWWA, HostB, HostC, HostD, HostE, HostF, HostSlow, HostOut, HostWall, HostMembers, HostPortal, HostImg}
 	if s.Opts.Plain {
 		h = []string{HostA, HostB, HostC}
 	}
