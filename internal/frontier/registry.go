@@ -102,14 +102,16 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 		}
 	}
 	names := make([]string, 0, len(set))
+	doms := make(map[string]*crawl.Domain, len(set))
 	for n := range set {
-		if d.domains[n] != nil {
+		if dm := d.get(n); dm != nil {
 			names = append(names, n)
+			doms[n] = dm.d
 		}
 	}
 	sort.Strings(names)
 	errs, err := d.f.reg.Update(names, func(n string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
-		dd := d.domains[n].d
+		dd := doms[n]
 		status := d.regDirty[n]
 		if verify[n] && !status {
 			seen := e.CrawlView(d.st.Name)
@@ -183,16 +185,17 @@ func (d *driver) recheckHeld(now time.Time) {
 		return
 	}
 	d.regChecked = now
-	for name, dm := range d.work {
-		dd := dm.d
-		if dd.RegistryHold == "" || dd.RegistryHold != dd.Status {
-			continue
-		}
+	for name := range d.held { // domcache.go: held, with URLs pending
 		e, err := d.f.reg.Load(name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			d.log.Error().Err(err).Str("domain", name).Msg("domain registry entry unreadable")
 			continue
 		}
+		dm := d.get(name)
+		if dm == nil {
+			continue
+		}
+		dd := dm.d
 		if !e.Releases(dd.RegistryHold, now) {
 			continue
 		}
