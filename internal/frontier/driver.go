@@ -155,6 +155,10 @@ func (d *driver) load() error {
 	// entities stay in the cache as long as it has room (domcache.go).
 	discovered := int64(0)
 	if err := d.st.ScanDomains(func(dd *crawl.Domain) error {
+		if d.known(dd.Domain) {
+			d.log.Error().Str("domain", dd.Domain).Msg("a second domain file names this domain; ignored")
+			return nil
+		}
 		dm := &dom{d: dd, parsed: map[string]*robots.Robots{}}
 		d.cache[dd.Domain] = d.lru.PushFront(dm)
 		return d.loadDomain(dm, &discovered)
