@@ -13,13 +13,14 @@ import (
 
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/fsq/fsqtest"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
 // writeDomains writes n domain files with one URL queued each, written
-// directly as a fixture; ready names the one domain whose next release
-// time has come, the others wait an hour.
-func writeDomains(t *testing.T, st *crawl.Store, n int, ready string, now time.Time) {
+// directly as a fixture; ready names the domains whose next release time
+// has come, the others wait an hour.
+func writeDomains(t *testing.T, st *crawl.Store, n int, now time.Time, ready ...string) {
 	t.Helper()
 	later := now.Add(time.Hour)
 	for i := 0; i < n; i++ {
@@ -38,7 +39,11 @@ func writeDomains(t *testing.T, st *crawl.Store, n int, ready string, now time.T
 		}
 		seg.Size, seg.Count = int64(len(line)), 1
 		dd.PagesDiscovered = 1
-		if name != ready {
+		isReady := false
+		for _, r := range ready {
+			isReady = isReady || r == name
+		}
+		if !isReady {
 			at := later
 			dd.NextReleaseAt = &at
 		}
@@ -56,6 +61,23 @@ func writeDomains(t *testing.T, st *crawl.Store, n int, ready string, now time.T
 // eligibility check of each entity) reads or visits them all.
 func TestReleasePassVisitsReadyOnly(t *testing.T) {
 	t.Parallel()
+	const n = 500
+	now := time.Now().UTC()
+	ready := "d00321.test"
+	s, st := fixtureCrawl(t, n, now, ready)
+	f := New(Config{Spool: s, Log: zerolog.Nop(), DomainCache: 2})
+	d, err := openDriver(f, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	checkReleasePass(t, d, s, st, n, ready)
+}
+
+// fixtureCrawl creates crawl "big" of n domains, the ones named in ready
+// free to release now.
+func fixtureCrawl(t *testing.T, n int, now time.Time, ready ...string) (*job.Spool, *crawl.Store) {
+	t.Helper()
 	s, err := job.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -74,21 +96,16 @@ func TestReleasePassVisitsReadyOnly(t *testing.T) {
 	if err := st.WriteFrontier(&crawl.Frontier{Seeded: true, Tallied: true}); err != nil {
 		t.Fatal(err)
 	}
-	const n = 500
-	now := time.Now().UTC()
-	ready := "d00321.test"
-	writeDomains(t, st, n, ready, now)
+	writeDomains(t, st, n, now, ready...)
 	if err := fsq.MkdirDurable(s.Path(crawl.Dir)); err != nil {
 		t.Fatal(err)
 	}
+	return s, st
+}
 
-	f := New(Config{Spool: s, Log: zerolog.Nop(), DomainCache: 2})
-	d, err := openDriver(f, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.close()
-	if len(d.sums) != n || d.pendingTotal() != n {
+func checkReleasePass(t *testing.T, d *driver, s *job.Spool, st *crawl.Store, n int, ready string) {
+	t.Helper()
+	if len(d.sums) != n || d.pendingTotal() != int64(n) {
 		t.Fatalf("%d domains known, %d URLs pending; want %d, %d", len(d.sums), d.pendingTotal(), n, n)
 	}
 	if got := d.lru.Len(); got > 2 {
@@ -127,5 +144,62 @@ func TestReleasePassVisitsReadyOnly(t *testing.T) {
 	}
 	if len(dd.InFlight) != 1 || dd.PagesReleased != 1 || dd.Pending() != 0 {
 		t.Errorf("%s on disk: %d in flight, %d released, %d pending; want 1, 1, 0", ready, len(dd.InFlight), dd.PagesReleased, dd.Pending())
+	}
+}
+
+// TestHostileDomainFileWhileRunning: the file of a domain evicted from the
+// cache becomes a FIFO, a socket, a directory, a 1 GiB sparse file or a
+// symlink while the crawl runs. The release pass that needs it neither
+// blocks nor stops: the domain is logged and left alone (its file not
+// read again), and the other ready domain is released.
+func TestHostileDomainFileWhileRunning(t *testing.T) {
+	t.Parallel()
+	for _, kind := range fsqtest.HostileKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			now := time.Now().UTC()
+			bad, good := "d00003.test", "d00017.test"
+			s, st := fixtureCrawl(t, 20, now, bad, good)
+			f := New(Config{Spool: s, Log: zerolog.Nop(), DomainCache: 2})
+			d, err := openDriver(f, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.close()
+			if d.cached(bad) != nil {
+				t.Fatalf("%s still cached: the test needs it read back from its file", bad)
+			}
+			path := st.Path(crawl.DomainsDir, crawl.DomainFile(bad))
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			fsqtest.PlantHostile(t, path, kind)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				d.releasePass(context.Background(), time.Now().UTC())
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the release pass is blocked on the hostile domain file")
+			}
+			if len(d.inflight) != 1 {
+				t.Fatalf("%d jobs released, want 1 (of %s): %v", len(d.inflight), good, d.inflight)
+			}
+			for _, name := range d.inflight {
+				if name != good {
+					t.Errorf("released a URL of %s, want %s", name, good)
+				}
+			}
+			loads := d.loads
+			d.releasePass(context.Background(), time.Now().UTC())
+			if d.loads != loads {
+				t.Errorf("the hostile file was read again (%d reads)", d.loads-loads)
+			}
+			if d.pendingTotal() != 19 {
+				t.Errorf("%d URLs pending, want 19 (the hostile domain's kept)", d.pendingTotal())
+			}
+		})
 	}
 }
