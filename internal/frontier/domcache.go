@@ -58,6 +58,7 @@ type summary struct {
 	run           int
 	held, gaveUp  bool
 	regHold       bool   // held for the registry in its status (recheckHeld)
+	reason        string // the status\'s reason code (the registry\'s verification)
 	budgetMarked  bool   // reason budget recorded (eligible)
 	broken        bool   // entity unreadable: left alone
 	lastServed    uint64 // round-robin order among equals
@@ -179,6 +180,7 @@ func (d *driver) sync(dm *dom) {
 	s.held, s.gaveUp = dd.Held(), gaveUp(dd)
 	s.regHold = dd.RegistryHold != "" && dd.RegistryHold == dd.Status
 	s.budgetMarked = dd.Reason == crawl.ReasonBudget
+	s.reason = dd.Reason
 	d.place(s)
 }
 

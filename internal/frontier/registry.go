@@ -102,20 +102,20 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 		}
 	}
 	names := make([]string, 0, len(set))
-	doms := make(map[string]*crawl.Domain, len(set))
 	for n := range set {
-		if dm := d.get(n); dm != nil {
+		if s := d.sums[n]; s != nil && !s.broken {
 			names = append(names, n)
-			doms[n] = dm.d
 		}
 	}
 	sort.Strings(names)
 	errs, err := d.f.reg.Update(names, func(n string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
-		dd := doms[n]
 		status := d.regDirty[n]
 		if verify[n] && !status {
+			// The summary says the status (domcache.go): the entity is
+			// read only to write the entry.
+			s := d.sums[n]
 			seen := e.CrawlView(d.st.Name)
-			if seen != nil && seen.Status == dd.Status && seen.Reason == dd.Reason {
+			if seen != nil && seen.Status == s.in.Status && seen.Reason == s.reason {
 				if !d.regStale[n] || !counters {
 					return nil // written back already
 				}
@@ -123,6 +123,11 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 				status = true
 			}
 		}
+		dm := d.get(n)
+		if dm == nil {
+			return nil // unreadable (logged)
+		}
+		dd := dm.d
 		out, refused := crawl.Observe(e, d.cfg, dd, status, now)
 		if refused != nil {
 			d.log.Warn().Err(refused).Str("domain", n).Msg("domain registry kept its status")
