@@ -108,6 +108,12 @@ bench-crawl:
 bench-crawl-smoke:
 	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode smoke
 
+# make bench-frontier: managerd on a generated crawl of 100k domains and 1M
+# URLs (RSS, CPU while it releases; medians of 3, a few minutes).
+.PHONY: bench-frontier
+bench-frontier:
+	cd bench && $(GO) run -mod=mod ./cmd/frontierscale
+
 bench-smoke:
 	cd bench && $(GO) run -mod=mod ./cmd/bench -mode smoke
 

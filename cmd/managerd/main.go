@@ -39,6 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 		daemon.MetricsRescanFlag,
 		&cli.BoolFlag{Name: "frontier", Value: true, EnvVars: []string{"FARRO_FRONTIER"}, Usage: "run the crawl frontier (--frontier=false: leave crawls to another managerd)"},
+		&cli.IntFlag{Name: "domain-cache", Value: frontier.DefaultDomainCache, EnvVars: []string{"FARRO_DOMAIN_CACHE"}, Usage: "domain entities each crawl keeps in memory (the others are read from disk when needed)"},
 	}, func(c *cli.Context) error { return run(c, stdout) })
 	app.Writer, app.ErrWriter = stdout, stderr
 	daemon.SetValidator(app, validate)
@@ -112,7 +113,8 @@ func run(c *cli.Context, stdout io.Writer) error {
 		}
 		var fdone chan error
 		if c.Bool("frontier") {
-			fr := frontier.New(frontier.Config{Spool: spool, Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify})
+			fr := frontier.New(frontier.Config{Spool: spool, Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify,
+				DomainCache: c.Int("domain-cache")})
 			metrics.SetCrawlDomains(fr.DomainCounts)
 			metrics.SetCrawlPending(fr.PendingURLs)
 			fdone = make(chan error, 1)
@@ -155,5 +157,6 @@ func validate(c *cli.Context) error {
 		daemon.Positive(c, "tmp-max-age"),
 		daemon.Positive(c, "rescan"),
 		daemon.Positive(c, daemon.MetricsRescanFlag.Name),
+		daemon.AtLeast(c, "domain-cache", 1),
 	)
 }

@@ -137,6 +137,8 @@ func TestVersionHelpAndBadFlags(t *testing.T) {
 		{[]string{"--max-attempts", "0"}, true, ""},
 		{[]string{"--backoff-base", "1m", "--backoff-max", "1s"}, true, ""},
 		{[]string{"--retention", "-1s"}, true, ""},
+		{[]string{"--domain-cache", "0"}, true, ""},
+		{[]string{"--help"}, false, "--domain-cache value"},
 		{[]string{"--no-such-flag"}, true, ""},
 	} {
 		out, errOut := &syncBuffer{}, &syncBuffer{}

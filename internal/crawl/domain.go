@@ -393,6 +393,35 @@ func (st *Store) Domains() ([]*Domain, error) {
 	return out, nil
 }
 
+// ScanDomains reads the domain entities of the crawl one at a time, in
+// directory order, and passes each to fn, keeping none: memory stays
+// bounded however many domains the crawl knows. It stops at fn's first
+// error or at the first unreadable file (a file removed meanwhile is
+// skipped).
+func (st *Store) ScanDomains(fn func(*Domain) error) error {
+	dir := st.Path(DomainsDir)
+	ents, err := readDirNames(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range ents {
+		if filepath.Ext(n) != ".json" {
+			continue
+		}
+		d, err := readDomain(filepath.Join(dir, n))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return err
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteDomain writes the domain's JSON atomically. Without dirSync the
 // directory is not fsynced (the caller does it once for a batch).
 func (st *Store) WriteDomain(d *Domain, dirSync bool) error {

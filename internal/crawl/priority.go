@@ -48,20 +48,60 @@ func PriorityOf(d *Domain, now time.Time) Priority { return PriorityFor(d, now, 
 // PriorityFor computes d's priority at now; with images, its yield term
 // is the image yield rate (the crawl fetches its pages' images).
 func PriorityFor(d *Domain, now time.Time, images bool) Priority {
-	p := Priority{Remaining: d.Pending(), ImageYield: images, SeedRank: d.SeedRank, RankTerm: RankTerm(d.SeedRank)}
-	if d.PagesCrawled > 0 {
-		p.YieldRate = float64(d.PagesNew) / float64(d.PagesCrawled)
-		p.ErrorRate = float64(d.TotalErrorCount) / float64(d.PagesCrawled)
+	return d.Inputs().PriorityFor(now, images)
+}
+
+// PriorityInputs is what a domain's priority and its place in the
+// candidate order are computed from: a compact copy the frontier keeps in
+// memory for every domain while the entity itself stays on disk.
+type PriorityInputs struct {
+	Status          DomainStatus
+	SeedRank        int
+	Pending         int64
+	PagesCrawled    int64
+	PagesNew        int64
+	TotalErrorCount int
+	LastCrawledAt   *time.Time
+	// ImagesStored and PagesOnly (pages crawled, requisites left out):
+	// the image yield rate's terms.
+	ImagesStored, PagesOnly int64
+}
+
+// Inputs returns d's priority inputs.
+func (d *Domain) Inputs() PriorityInputs {
+	in := PriorityInputs{Status: d.Status, SeedRank: d.SeedRank, Pending: d.Pending(), PagesCrawled: d.PagesCrawled,
+		PagesNew: d.PagesNew, TotalErrorCount: d.TotalErrorCount, ImagesStored: d.ImagesStored, PagesOnly: d.PagesOnly()}
+	if d.LastCrawledAt != nil {
+		t := *d.LastCrawledAt
+		in.LastCrawledAt = &t
+	}
+	return in
+}
+
+// Priority computes the priority at now of a domain with these inputs,
+// with the page yield rate.
+func (in PriorityInputs) Priority(now time.Time) Priority { return in.PriorityFor(now, false) }
+
+// PriorityFor computes the priority at now of a domain with these inputs;
+// with images, its yield term is the image yield rate.
+func (in PriorityInputs) PriorityFor(now time.Time, images bool) Priority {
+	p := Priority{Remaining: in.Pending, ImageYield: images, SeedRank: in.SeedRank, RankTerm: RankTerm(in.SeedRank)}
+	if in.PagesCrawled > 0 {
+		p.YieldRate = float64(in.PagesNew) / float64(in.PagesCrawled)
+		p.ErrorRate = float64(in.TotalErrorCount) / float64(in.PagesCrawled)
 	}
 	if images {
-		p.YieldRate = d.ImageYieldRate()
+		p.YieldRate = 0
+		if in.PagesOnly > 0 {
+			p.YieldRate = float64(in.ImagesStored) / float64(in.PagesOnly)
+		}
 	}
 	last := neverCrawled
-	if d.LastCrawledAt != nil {
-		last = *d.LastCrawledAt
+	if in.LastCrawledAt != nil {
+		last = *in.LastCrawledAt
 	}
 	p.StalenessDays = max(now.Sub(last).Hours()/24, 0)
-	if d.Status == DomainBlocked || d.Status == DomainUnreachable {
+	if in.Status == DomainBlocked || in.Status == DomainUnreachable {
 		return p
 	}
 	p.Scored = true
@@ -85,7 +125,13 @@ func RankTerm(r int) int {
 // once per pass by the caller. It reports whether the order is decided;
 // ties are the caller's to break.
 func CandidateLess(a, b *Domain, pa, pb Priority) (less, decided bool) {
-	if aa, ba := a.Status == DomainActive, b.Status == DomainActive; aa != ba {
+	return CandidateLessOf(a.Status, b.Status, a.LastCrawledAt, b.LastCrawledAt, pa, pb)
+}
+
+// CandidateLessOf is CandidateLess on what it reads of the two domains:
+// their statuses and last crawl times.
+func CandidateLessOf(sa, sb DomainStatus, la, lb *time.Time, pa, pb Priority) (less, decided bool) {
+	if aa, ba := sa == DomainActive, sb == DomainActive; aa != ba {
 		return aa, true
 	}
 	if pa.Scored != pb.Scored {
@@ -95,13 +141,13 @@ func CandidateLess(a, b *Domain, pa, pb Priority) (less, decided bool) {
 		return pa.Score > pb.Score, true
 	}
 	switch {
-	case a.LastCrawledAt == nil && b.LastCrawledAt == nil:
-	case a.LastCrawledAt == nil:
+	case la == nil && lb == nil:
+	case la == nil:
 		return true, true
-	case b.LastCrawledAt == nil:
+	case lb == nil:
 		return false, true
-	case !a.LastCrawledAt.Equal(*b.LastCrawledAt):
-		return a.LastCrawledAt.Before(*b.LastCrawledAt), true
+	case !la.Equal(*lb):
+		return la.Before(*lb), true
 	}
 	return false, false
 }

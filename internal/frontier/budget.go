@@ -17,11 +17,15 @@ import (
 // (afterRelease). A pending domain (never fetched) stays pending. The
 // domains are written before the crawl is marked done.
 func (d *driver) settleBudget(now time.Time) {
-	for _, dm := range d.work {
-		dd := dm.d
-		if dd.Status != crawl.DomainActive || dd.Pending() == 0 || len(dd.InFlight) > 0 {
+	for _, s := range d.sums {
+		if s.in.Status != crawl.DomainActive || s.in.Pending == 0 || s.inflight > 0 {
 			continue
 		}
+		dm := d.get(s.name)
+		if dm == nil {
+			continue
+		}
+		dd := dm.d
 		var detail string
 		switch {
 		case d.cfg.MaxPagesPerDomain > 0 && dd.PagesReleased >= d.cfg.MaxPagesPerDomain:

@@ -93,7 +93,7 @@ func (d *driver) applyRequests(now time.Time) {
 				continue
 			}
 		case crawl.OpReset:
-			dm := d.domains[r.Domain]
+			dm := d.get(r.Domain)
 			if dm == nil {
 				d.log.Warn().Str("domain", r.Domain).Msg("reset of an unknown domain ignored")
 				break

@@ -52,12 +52,10 @@ func (d *driver) syncLinkCounters() {
 
 // loadCounts rebuilds the link counters when the frontier starts: from
 // links.jsonl (the last line of each job), and the domains'
-// pages_discovered as load repaired them from the queues.
-func (d *driver) loadCounts() error {
-	d.discovered = 0
-	for _, dm := range d.domains {
-		d.discovered += dm.d.PagesDiscovered
-	}
+// pages_discovered as load repaired them from the queues (discovered,
+// their sum).
+func (d *driver) loadCounts(discovered int64) error {
+	d.discovered = discovered
 	d.tallied = map[string]crawl.LinkTally{}
 	if d.fr.Seeded && !d.fr.Tallied {
 		// Seeded before links.jsonl existed: start from the counters as

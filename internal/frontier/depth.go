@@ -24,7 +24,7 @@ func (d *driver) tooDeep(u string, k uint64) {
 	if err != nil {
 		return
 	}
-	if dm := d.domains[name]; dm != nil {
+	if dm := d.get(name); dm != nil {
 		dm.d.LinksTooDeep++
 		d.dirty[name] = true
 	}

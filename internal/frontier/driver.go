@@ -25,11 +25,9 @@ import (
 // dom is a domain as the driver keeps it: the persisted entity plus what
 // is derived from it.
 type dom struct {
-	d          *crawl.Domain
-	parsed     map[string]*robots.Robots // by origin
-	lastServed uint64                    // round-robin order among equals: the step it was last served
-	prio       crawl.Priority            // its score, computed by each release round
-	mkdirDone  bool
+	d         *crawl.Domain
+	parsed    map[string]*robots.Robots // by origin
+	mkdirDone bool
 	// head is a read-ahead of the head segment.
 	headFile   string
 	headOffset int64
@@ -59,8 +57,7 @@ type driver struct {
 	frDirty  bool
 	frSaved  time.Time
 
-	domains  map[string]*dom
-	work     map[string]*dom          // domains with pending URLs
+	domIndex                          // the domains: summaries and cached entities (domcache.go)
 	inflight map[string]string        // job id -> domain
 	finished map[string]job.State     // terminal jobs to ingest ("" : not found)
 	located  map[string]job.State     // releases that found their job finished (flushReleases)
@@ -104,8 +101,8 @@ func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
 	lock.SetContent(ownerContent())
 	d := &driver{
 		f: f, st: st, spool: st.Spool, lock: lock,
-		log:     f.log.With().Str("crawl", st.Name).Logger(),
-		domains: map[string]*dom{}, work: map[string]*dom{}, inflight: map[string]string{},
+		log:      f.log.With().Str("crawl", st.Name).Logger(),
+		domIndex: newDomIndex(f.cfg.DomainCache), inflight: map[string]string{},
 		finished: map[string]job.State{}, located: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},
 		asked: map[string]time.Time{}, rereading: map[string]bool{},
 		regDirty: map[string]bool{}, regStale: map[string]bool{}, regSaved: time.Now(),
@@ -114,7 +111,7 @@ func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
 		lock.Unlock()
 		return nil, err
 	}
-	d.log.Info().Str("state", string(d.cfg.State)).Int("domains", len(d.domains)).Int("in_flight", len(d.inflight)).
+	d.log.Info().Str("state", string(d.cfg.State)).Int("domains", len(d.sums)).Int("in_flight", len(d.inflight)).
 		Int64("pending", d.pendingTotal()).Msg("driving crawl")
 	return d, nil
 }
@@ -155,96 +152,47 @@ func (d *driver) load() error {
 	if d.fr, err = d.st.LoadFrontier(); err != nil {
 		return err
 	}
-	doms, err := d.st.Domains()
-	if err != nil {
+	// One streaming pass over the domain files builds the summaries; the
+	// entities stay in the cache as long as it has room (domcache.go).
+	discovered := int64(0)
+	if err := d.st.ScanDomains(func(dd *crawl.Domain) error {
+		if d.known(dd.Domain) {
+			d.log.Error().Str("domain", dd.Domain).Msg("a second domain file names this domain; ignored")
+			return nil
+		}
+		dm := &dom{d: dd, parsed: map[string]*robots.Robots{}}
+		d.cache[dd.Domain] = d.lru.PushFront(dm)
+		return d.loadDomain(dm, &discovered)
+	}); err != nil {
 		return err
 	}
-	for _, dd := range doms {
-		d.domains[dd.Domain] = &dom{d: dd, parsed: map[string]*robots.Robots{}}
-	}
-	// Queue directories hold the truth about appends: a domain created,
-	// or a segment appended to, just before a crash has no (or an
-	// outdated) entity yet.
+	// Queue directories hold the truth about appends: a domain created
+	// just before a crash has no entity yet.
 	qdirs, err := readDirNames(d.st.Path(crawl.QueuesDir))
 	if err != nil {
 		return err
 	}
 	for _, qn := range qdirs {
 		name, ok := unescapeName(qn)
-		if !ok {
+		if !ok || d.known(name) {
 			continue
 		}
-		dm := d.domains[name]
-		if dm == nil {
-			_, parent, err := crawl.DomainOf("http://" + name + "/")
-			if err != nil {
-				continue
-			}
-			dm = &dom{d: crawl.NewDomain(name, parent, time.Now().UTC()), parsed: map[string]*robots.Robots{}}
-			d.domains[name] = dm
-			d.dirty[name] = true
-			d.adopt(dm, dm.d.FirstSeenAt) // registry.go
-		}
-		dm.mkdirDone = true
-		files, err := readDirNames(filepath.Join(d.st.Path(crawl.QueuesDir), qn))
+		_, parent, err := crawl.DomainOf("http://" + name + "/")
 		if err != nil {
+			continue
+		}
+		dm := &dom{d: crawl.NewDomain(name, parent, time.Now().UTC()), parsed: map[string]*robots.Robots{}}
+		d.dirty[name] = true
+		d.adopt(dm, dm.d.FirstSeenAt) // registry.go
+		d.cache[name] = d.lru.PushFront(dm)
+		if err := d.loadDomain(dm, &discovered); err != nil {
 			return err
 		}
-		for _, fn := range files {
-			var depth, prio int
-			if _, err := fmt.Sscanf(fn, "%d_%d.jsonl", &depth, &prio); err != nil {
-				continue
-			}
-			seg := dm.d.Segment(depth, prio)
-			path := filepath.Join(d.st.QueueDir(name), fn)
-			size, lines, err := crawl.RepairTail(path, seg.Size)
-			if err != nil {
-				return err
-			}
-			if size != seg.Size || lines > 0 {
-				// Appended after the entity was last written: the step
-				// that appended them may have died before its seen-set
-				// flush, and the job that found them is still in flight
-				// (it will be ingested again). Mark them seen now, or they
-				// would be queued twice.
-				es, _, err := crawl.ReadEntries(path, seg.Size, int(lines)+1)
-				if err != nil {
-					return err
-				}
-				found := int64(0)
-				for _, e := range es {
-					if e.URL != "" {
-						d.seen.Add(crawl.URLKey(e.URL))
-						if e.Discovery() {
-							found++
-						}
-					}
-					if e.Round > dm.d.Round {
-						// A refresh appended its entries and died before
-						// the domain's new round was written: adopt it
-						// (control.go, startRefresh).
-						d.adoptRound(dm, e.Round, e.At)
-					}
-				}
-				// Only first queueings are discoveries: retries, refresh
-				// revisits and failed releases put back are not.
-				seg.Size, seg.Count = size, seg.Count+lines
-				dm.d.PagesDiscovered += found
-				d.dirty[name] = true
-			}
-		}
-	}
-	for name, dm := range d.domains {
-		for _, fl := range dm.d.InFlight {
-			d.inflight[fl.ID] = name
-		}
-		d.refreshWork(dm)
-		d.regVerify = append(d.regVerify, name) // registry.go
 	}
 	sort.Strings(d.regVerify)
 	d.recount()
-	d.sumImagesStored() // images.go
-	if err := d.loadCounts(); err != nil {
+	d.settleImagesStored() // images.go
+	if err := d.loadCounts(discovered); err != nil {
 		return err
 	}
 	if !d.fr.Seeded {
@@ -272,6 +220,83 @@ func (d *driver) load() error {
 	return nil
 }
 
+// loadDomain repairs a domain read at start from its queue segments
+// (appends a crash left uncounted), notes its jobs in flight and its
+// summary, and keeps the cache within its bound.
+func (d *driver) loadDomain(dm *dom, discovered *int64) error {
+	name := dm.d.Domain
+	files, err := readDirNames(d.st.QueueDir(name))
+	if err != nil {
+		return err
+	}
+	for _, fn := range files {
+		var depth, prio int
+		if _, err := fmt.Sscanf(fn, "%d_%d.jsonl", &depth, &prio); err != nil {
+			continue
+		}
+		dm.mkdirDone = true
+		seg := dm.d.Segment(depth, prio)
+		path := filepath.Join(d.st.QueueDir(name), fn)
+		size, lines, err := crawl.RepairTail(path, seg.Size)
+		if err != nil {
+			return err
+		}
+		if size != seg.Size || lines > 0 {
+			// Appended after the entity was last written: the step
+			// that appended them may have died before its seen-set
+			// flush, and the job that found them is still in flight
+			// (it will be ingested again). Mark them seen now, or they
+			// would be queued twice.
+			es, _, err := crawl.ReadEntries(path, seg.Size, int(lines)+1)
+			if err != nil {
+				return err
+			}
+			found := int64(0)
+			for _, e := range es {
+				if e.URL != "" {
+					d.seen.Add(crawl.URLKey(e.URL))
+					if e.Discovery() {
+						found++
+					}
+				}
+				if e.Round > dm.d.Round {
+					// A refresh appended its entries and died before
+					// the domain's new round was written: adopt it
+					// (control.go, startRefresh).
+					d.adoptRound(dm, e.Round, e.At)
+				}
+			}
+			// Only first queueings are discoveries: retries, refresh
+			// revisits and failed releases put back are not.
+			seg.Size, seg.Count = size, seg.Count+lines
+			dm.d.PagesDiscovered += found
+			d.dirty[name] = true
+		}
+	}
+	*discovered += dm.d.PagesDiscovered
+	d.addImagesStored(dm.d) // images.go
+	for _, fl := range dm.d.InFlight {
+		d.inflight[fl.ID] = name
+	}
+	d.sync(dm)
+	d.regVerify = append(d.regVerify, name) // registry.go
+	if d.lru.Len() <= d.cacheCap {
+		return nil
+	}
+	// The cache is full: write what the repair changed (after the
+	// seen-set that the repair added to) and evict.
+	if len(d.dirty) > 0 {
+		if err := d.seen.Flush(); err != nil {
+			return err
+		}
+		if err := d.writeDirty(); err != nil {
+			return err
+		}
+	}
+	d.trimCache()
+	return nil
+}
+
 // loadConfig reads crawl.json and the stamp of the version read. The
 // stamp is taken before the read: a write landing in between leaves a
 // stamp older than the content, which costs one extra reload; a stamp
@@ -294,8 +319,13 @@ func (d *driver) setConfig(cfg *crawl.Crawl, stamp string) error {
 	if err != nil {
 		return err
 	}
+	prev := d.cfg
 	d.cfg, d.scoper, d.filter = cfg, sc, uf
 	d.cfgStamp = stamp
+	if prev != nil && (prev.MaxInFlightPerDomain != cfg.MaxInFlightPerDomain || prev.MaxPagesPerDomain != cfg.MaxPagesPerDomain ||
+		prev.MaxPagesPerDomainPerRun != cfg.MaxPagesPerDomainPerRun || prev.Run != cfg.Run) {
+		d.replaceAll() // domcache.go: the limits that place the summaries changed
+	}
 	return nil
 }
 
@@ -454,6 +484,8 @@ func (d *driver) lifecycle(now time.Time) bool {
 
 var errChanged = errors.New("crawl state changed meanwhile")
 
+var errDomainName = errors.New("the domain file names another domain")
+
 func (d *driver) setState(from, to crawl.State, reason string) bool {
 	ok := d.updateCrawl(func(c *crawl.Crawl) error {
 		if c.State != from {
@@ -494,21 +526,13 @@ func (d *driver) remaining(now time.Time) (work, runBlocked bool) {
 	if d.cfg.MaxPages > 0 && d.totalReleased() >= d.cfg.MaxPages {
 		return false, false
 	}
-	for _, dm := range d.work {
-		dd := dm.d
-		if dd.Pending() == 0 || gaveUp(dd) || dd.Held() {
-			continue
-		}
-		if d.cfg.MaxPagesPerDomain > 0 && dd.PagesReleased >= d.cfg.MaxPagesPerDomain {
-			continue
-		}
-		if d.cfg.MaxPagesPerDomainPerRun > 0 && runReleased(dd, d.cfg.Run) >= d.cfg.MaxPagesPerDomainPerRun {
-			runBlocked = true
-			continue
-		}
+	// Ready (but not only to record a budget) or waiting for its jobs in
+	// flight: work; held back by its per-run budget only: runBlocked
+	// (domcache.go places them).
+	if len(d.ready)-d.overN+d.busyN > 0 {
 		return true, false
 	}
-	return false, runBlocked
+	return false, d.runN > 0
 }
 
 // gaveUp: blocked or unreachable with no retry planned.
@@ -536,9 +560,11 @@ func (d *driver) runReleasedTotal() int64 {
 
 func (d *driver) recount() {
 	d.released, d.runReleased, d.releasedRun = 0, 0, d.cfg.Run
-	for _, dm := range d.domains {
-		d.released += dm.d.PagesReleased
-		d.runReleased += runReleased(dm.d, d.cfg.Run)
+	for _, s := range d.sums {
+		d.released += s.pagesReleased
+		if s.run == d.cfg.Run {
+			d.runReleased += s.runReleased
+		}
 	}
 }
 
@@ -546,13 +572,7 @@ func (d *driver) runBudgetReached() bool {
 	return d.cfg.MaxPagesPerRun > 0 && d.runReleasedTotal() >= d.cfg.MaxPagesPerRun
 }
 
-func (d *driver) pendingTotal() int64 {
-	var n int64
-	for _, dm := range d.domains {
-		n += dm.d.Pending()
-	}
-	return n
-}
+func (d *driver) pendingTotal() int64 { return d.pendingN }
 
 // nextWake is the earliest time a domain with pending URLs waits for (its
 // interval or cooldown ending). Domains waiting for their jobs in flight
@@ -561,49 +581,23 @@ func (d *driver) nextWake(now time.Time) (time.Time, bool) {
 	if d.cfg.State != crawl.Running {
 		return time.Time{}, false
 	}
-	var best time.Time
-	found := false
-	for _, dm := range d.work {
-		dd := dm.d
-		if gaveUp(dd) {
-			continue
-		}
-		var t time.Time
-		if dd.NextReleaseAt != nil && dd.NextReleaseAt.After(now) {
-			t = *dd.NextReleaseAt
-		}
-		if dd.NextCrawlAfter != nil && dd.NextCrawlAfter.After(now) && dd.NextCrawlAfter.After(t) {
-			t = *dd.NextCrawlAfter
-		}
-		if t.IsZero() {
-			continue
-		}
-		if !found || t.Before(best) {
-			best, found = t, true
-		}
-	}
-	return best, found
+	return d.nextReady(now) // domcache.go
 }
 
-// refreshWork keeps d.work equal to the domains with pending URLs.
-func (d *driver) refreshWork(dm *dom) {
-	if dm.d.Pending() > 0 {
-		d.work[dm.d.Domain] = dm
-	} else {
-		delete(d.work, dm.d.Domain)
-	}
-}
+// refreshWork brings dm's summary up to date (domcache.go).
+func (d *driver) refreshWork(dm *dom) { d.sync(dm) }
 
-// domain returns the domain named name, creating a pending one.
+// domain returns the domain named name, creating a pending one (nil: its
+// file is unreadable).
 func (d *driver) domain(name, parent string, now time.Time) *dom {
-	if dm := d.domains[name]; dm != nil {
-		return dm
+	if d.known(name) {
+		return d.get(name)
 	}
 	dm := &dom{d: crawl.NewDomain(name, parent, now), parsed: map[string]*robots.Robots{}}
-	d.domains[name] = dm
 	d.dirty[name] = true
 	d.log.Info().Str("domain", name).Str("parent_domain", parent).Msg("new domain")
 	d.adopt(dm, now) // registry.go
+	d.addNew(dm)
 	return dm
 }
 
@@ -634,7 +628,7 @@ func (d *driver) transition(dm *dom, to crawl.DomainStatus, reason, detail strin
 // settleDomains marks finished domains exhausted.
 func (d *driver) settleDomains(now time.Time) {
 	for name := range d.dirty {
-		dm := d.domains[name]
+		dm := d.cached(name)
 		if dm == nil {
 			continue
 		}
@@ -661,31 +655,13 @@ func (d *driver) persist() error {
 		}
 		d.outcomes = d.outcomes[:0]
 	}
-	if len(d.dirty) > 0 {
-		names := make([]string, 0, len(d.dirty))
-		for n := range d.dirty {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			dm := d.domains[n]
-			if dm == nil {
-				delete(d.dirty, n)
-				continue
-			}
-			if err := d.st.WriteDomain(dm.d, false); err != nil {
-				return err
-			}
-			delete(d.dirty, n)
-			d.regStale[n] = true
-		}
-		if err := fsq.SyncDir(d.st.Path(crawl.DomainsDir)); err != nil {
-			return err
-		}
+	if err := d.writeDirty(); err != nil {
+		return err
 	}
 	// The registry after the crawl's own files: the crawl's state is the
 	// truth, written back (again, after a crash) from it.
 	d.flushRegistry(time.Now().UTC(), false)
+	d.trimCache() // domcache.go: what changed is written
 	for _, r := range d.requests {
 		_ = os.Remove(r)
 	}
@@ -694,6 +670,41 @@ func (d *driver) persist() error {
 		if err := d.st.WriteFrontier(d.fr); err == nil {
 			d.frDirty, d.frSaved = false, time.Now()
 		}
+	}
+	return nil
+}
+
+// writeDirty writes the changed domains (their summaries brought up to
+// date first), then their directory.
+func (d *driver) writeDirty() error {
+	if len(d.dirty) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(d.dirty))
+	for n := range d.dirty {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		dm := d.cached(n)
+		if dm == nil {
+			delete(d.dirty, n)
+			continue
+		}
+		d.sync(dm)
+		if err := d.st.WriteDomain(dm.d, false); err != nil {
+			return err
+		}
+		delete(d.dirty, n)
+		d.regStale[n] = true
+	}
+	return fsq.SyncDir(d.st.Path(crawl.DomainsDir))
+}
+
+// cached returns the entity of a domain if it is in the cache.
+func (d *driver) cached(name string) *dom {
+	if el := d.cache[name]; el != nil {
+		return el.Value.(*dom)
 	}
 	return nil
 }

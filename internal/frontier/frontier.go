@@ -54,6 +54,9 @@ type Config struct {
 	MaxReleasesPerStep int
 	// SeenCacheBytes bounds each crawl's seen-set cache (default 8 MiB).
 	SeenCacheBytes int
+	// DomainCache bounds the domain entities each crawl keeps in memory
+	// (default DefaultDomainCache; domcache.go).
+	DomainCache int
 	// Rand returns a random int64 in [0, n) (jitter); nil: math/rand/v2.
 	Rand func(n int64) int64
 }
@@ -120,8 +123,8 @@ func (f *Frontier) countDomains(now time.Time) {
 		for _, st := range crawl.DomainStatuses {
 			c[string(st)] = 0
 		}
-		for _, dm := range d.domains {
-			c[string(dm.d.Status)]++
+		for st, n := range d.status { // domcache.go keeps the counts
+			c[string(st)] = n
 		}
 		m[name] = c
 	}

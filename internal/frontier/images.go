@@ -28,9 +28,7 @@ func (d *driver) pageRequisites(dm *dom, fl *crawl.Flight, art *crawl.Artifact, 
 				dd.ImagesStoredFor = map[string]int64{}
 			}
 			dd.ImagesStoredFor[fl.ForDomain]++
-			if p := d.domains[fl.ForDomain]; p != nil {
-				p.d.ImagesStored++
-			}
+			d.noteImageStored(fl.ForDomain, 1)
 		}
 		return
 	}
@@ -52,12 +50,39 @@ func (d *driver) pageRequisites(dm *dom, fl *crawl.Flight, art *crawl.Artifact, 
 	queue(crawl.RequisiteScripts, art.Scripts)
 }
 
-// sumImagesStored recomputes every domain's images_stored from the
-// domains' ImagesStoredFor (after the domains are loaded).
-func (d *driver) sumImagesStored() {
-	ds := make([]*crawl.Domain, 0, len(d.domains))
-	for _, dm := range d.domains {
-		ds = append(ds, dm.d)
+// The images stored for a page domain are counted in the files of the
+// images' domains (ImagesStoredFor), so no one domain file holds the sum:
+// the driver keeps it (imagesStored: page domain -> sum), built by the
+// start's scan of every domain file (addImagesStored, from loadDomain),
+// set on the summaries once the scan is over (settleImagesStored) and on
+// each entity the cache reads (get), and counted up as images are stored
+// (noteImageStored).
+
+// addImagesStored adds what domain file dd counts for page domains.
+func (d *driver) addImagesStored(dd *crawl.Domain) {
+	for page, n := range dd.ImagesStoredFor {
+		d.imagesStored[page] += n
 	}
-	crawl.SumImagesStored(ds)
+}
+
+// settleImagesStored gives every summary and cached entity its sum, once
+// every domain file has been read.
+func (d *driver) settleImagesStored() {
+	for name, s := range d.sums {
+		s.in.ImagesStored = d.imagesStored[name]
+	}
+	for name, el := range d.cache {
+		el.Value.(*dom).d.ImagesStored = d.imagesStored[name]
+	}
+}
+
+// noteImageStored counts n images stored for page domain name.
+func (d *driver) noteImageStored(name string, n int64) {
+	d.imagesStored[name] += n
+	if s := d.sums[name]; s != nil {
+		s.in.ImagesStored += n
+	}
+	if el := d.cache[name]; el != nil {
+		el.Value.(*dom).d.ImagesStored += n
+	}
 }

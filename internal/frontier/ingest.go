@@ -65,7 +65,7 @@ func (d *driver) ingestFinished(now time.Time) {
 		if !ok {
 			continue
 		}
-		dm := d.domains[name]
+		dm := d.get(name)
 		var fl *crawl.Flight
 		if dm != nil {
 			for i := range dm.d.InFlight {
@@ -479,6 +479,9 @@ func (d *driver) discoverAs(raw string, depth, hops, prio int, from string, req 
 	}
 	d.seen.Add(k)
 	dm := d.domain(name, parent, now)
+	if dm == nil {
+		return // its file is unreadable (logged)
+	}
 	d.shallower(dm, k) // depth.go
 	seg := dm.d.Segment(depth, prio)
 	key := segKey{name, seg.File}
@@ -495,7 +498,11 @@ func (d *driver) discoverAs(raw string, depth, hops, prio int, from string, req 
 // fsyncs them, before anything that counts them is written.
 func (d *driver) flushAppends() error {
 	for key, entries := range d.appends {
-		dm := d.domains[key.domain]
+		dm := d.get(key.domain)
+		if dm == nil {
+			delete(d.appends, key)
+			continue
+		}
 		var seg *crawl.Segment
 		for _, s := range dm.d.Queue {
 			if s.File == key.file {

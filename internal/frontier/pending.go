@@ -5,9 +5,9 @@ package frontier
 // rather than have readers sum every domain file: in frontier.json
 // (pending_urls, written with the crawl's other frontier state within a
 // second or so of a change: farroctl crawl ls) and in memory for
-// managerd's metrics (farro_crawl_pending_urls{crawl}). It is recounted
-// from the domains in memory once a second (countDomains), and when the
-// driver stops.
+// managerd's metrics (farro_crawl_pending_urls{crawl}). It is a running
+// sum over the domains' summaries (domcache.go), read once a second
+// (countDomains) and when the driver stops.
 
 // notePending counts the crawl's pending URLs and records the count in
 // frontier.json's state (persist writes it).

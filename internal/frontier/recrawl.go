@@ -17,7 +17,7 @@ import (
 // the file for a later step (jobs of the domain are still in flight: the
 // URLs they fetch would be queued again behind them).
 func (d *driver) recrawlRequest(r *crawl.Request, now time.Time) (keep bool) {
-	dm := d.domains[r.Domain]
+	dm := d.get(r.Domain)
 	if dm == nil {
 		d.log.Warn().Str("domain", r.Domain).Msg("recrawl of an unknown domain ignored")
 		return false

@@ -31,7 +31,7 @@ import (
 // request for an unknown domain, for one refreshed since, or for one given
 // up is dropped (logged).
 func (d *driver) refreshRequest(r *crawl.Request, path string, batch []*dom) (*dom, bool) {
-	dm := d.domains[r.Domain]
+	dm := d.get(r.Domain)
 	switch {
 	case dm == nil:
 		d.log.Warn().Str("domain", r.Domain).Msg("refresh of an unknown domain ignored")

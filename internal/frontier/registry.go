@@ -103,17 +103,19 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 	}
 	names := make([]string, 0, len(set))
 	for n := range set {
-		if d.domains[n] != nil {
+		if s := d.sums[n]; s != nil && !s.broken {
 			names = append(names, n)
 		}
 	}
 	sort.Strings(names)
 	errs, err := d.f.reg.Update(names, func(n string, e *crawl.RegistryEntry) *crawl.RegistryEntry {
-		dd := d.domains[n].d
 		status := d.regDirty[n]
 		if verify[n] && !status {
+			// The summary says the status (domcache.go): the entity is
+			// read only to write the entry.
+			s := d.sums[n]
 			seen := e.CrawlView(d.st.Name)
-			if seen != nil && seen.Status == dd.Status && seen.Reason == dd.Reason {
+			if seen != nil && seen.Status == s.in.Status && seen.Reason == s.reason {
 				if !d.regStale[n] || !counters {
 					return nil // written back already
 				}
@@ -121,6 +123,11 @@ func (d *driver) flushRegistry(now time.Time, force bool) {
 				status = true
 			}
 		}
+		dm := d.get(n)
+		if dm == nil {
+			return nil // unreadable (logged)
+		}
+		dd := dm.d
 		out, refused := crawl.Observe(e, d.cfg, dd, status, now)
 		if refused != nil {
 			d.log.Warn().Err(refused).Str("domain", n).Msg("domain registry kept its status")
@@ -183,16 +190,17 @@ func (d *driver) recheckHeld(now time.Time) {
 		return
 	}
 	d.regChecked = now
-	for name, dm := range d.work {
-		dd := dm.d
-		if dd.RegistryHold == "" || dd.RegistryHold != dd.Status {
-			continue
-		}
+	for name := range d.held { // domcache.go: held, with URLs pending
 		e, err := d.f.reg.Load(name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			d.log.Error().Err(err).Str("domain", name).Msg("domain registry entry unreadable")
 			continue
 		}
+		dm := d.get(name)
+		if dm == nil {
+			continue
+		}
+		dd := dm.d
 		if !e.Releases(dd.RegistryHold, now) {
 			continue
 		}

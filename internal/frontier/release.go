@@ -21,25 +21,18 @@ const maxSkipsPerRelease = 1000
 // domain per round, as long as budgets and the crawl's in-flight cap
 // allow, the domains of a round in the candidate order (active first,
 // then the higher priority score, then the least recently crawled:
-// crawl.CandidateLess), round robin among equals (least recently served
-// first). The order decides who gets the slots when a cap binds. Scores
-// are computed each round for the candidates only (as cheap as the
-// eligibility check the round already makes of every domain with work). It holds
-// crawl.lock shared and re-reads the crawl's state under it, so that once
-// farroctl has written paused or cancelled (exclusively), no release is
-// under way and none will follow.
+// crawl.CandidateLessOf), round robin among equals (least recently served
+// first). The order decides who gets the slots when a cap binds. A round
+// visits only the domains whose time has come (domcache.go: the ready
+// summaries with max(next_release_at, next_crawl_after) <= now), orders
+// them by their summaries' scores and reads the entities of those it
+// releases from, in that order, until a cap binds. It holds crawl.lock
+// shared and re-reads the crawl's state under it, so that once farroctl
+// has written paused or cancelled (exclusively), no release is under way
+// and none will follow.
 func (d *driver) releasePass(ctx context.Context, now time.Time) {
-	if len(d.work) == 0 || d.globalCapReached() {
-		return
-	}
-	ready := false
-	for _, dm := range d.work {
-		if d.eligible(dm, now) {
-			ready = true
-			break
-		}
-	}
-	if !ready {
+	d.syncDirty()
+	if !d.anyDue(now) || d.globalCapReached() {
 		return
 	}
 	l, err := d.st.LockConfig(true)
@@ -63,45 +56,51 @@ func (d *driver) releasePass(ctx context.Context, now time.Time) {
 	if cfg.Run != d.cfg.Run || cfg.UpdatedAt != d.cfg.UpdatedAt {
 		_ = d.setConfig(cfg, stamp)
 	}
+	type cand struct {
+		s *summary
+		p crawl.Priority
+	}
 	released := 0
 	for round := 0; released < d.f.cfg.MaxReleasesPerStep && ctx.Err() == nil; round++ {
-		cands := make([]*dom, 0, len(d.work))
-		for _, dm := range d.work {
-			if d.eligible(dm, now) {
-				cands = append(cands, dm)
-			}
-		}
-		if len(cands) == 0 {
+		due := d.due(now)
+		if len(due) == 0 {
 			return
 		}
-		for _, dm := range cands {
-			dm.prio = crawl.PriorityFor(dm.d, now, d.cfg.FetchesImages())
+		cands := make([]cand, len(due))
+		images := d.cfg.FetchesImages()
+		for i, s := range due {
+			cands[i] = cand{s, s.in.PriorityFor(now, images)}
 		}
 		sort.Slice(cands, func(i, j int) bool {
 			a, b := cands[i], cands[j]
-			if less, ok := crawl.CandidateLess(a.d, b.d, a.prio, b.prio); ok {
+			if less, ok := crawl.CandidateLessOf(a.s.in.Status, b.s.in.Status, a.s.in.LastCrawledAt, b.s.in.LastCrawledAt, a.p, b.p); ok {
 				return less
 			}
-			if a.lastServed != b.lastServed {
-				return a.lastServed < b.lastServed
+			if a.s.lastServed != b.s.lastServed {
+				return a.s.lastServed < b.s.lastServed
 			}
-			return a.d.Domain < b.d.Domain
+			return a.s.name < b.s.name
 		})
 		progress := false
-		for _, dm := range cands {
+		for _, c := range cands {
 			if d.globalCapReached() || released >= d.f.cfg.MaxReleasesPerStep {
 				return
 			}
+			dm := d.get(c.s.name)
+			if dm == nil {
+				continue
+			}
 			if !d.eligible(dm, now) {
+				d.sync(dm)
 				continue
 			}
 			if d.releaseOne(dm, now) {
 				progress = true
 				released++
 				d.rr++
-				dm.lastServed = d.rr
+				c.s.lastServed = d.rr
 			}
-			d.refreshWork(dm)
+			d.sync(dm)
 		}
 		if !progress {
 			return

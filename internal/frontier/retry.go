@@ -109,7 +109,7 @@ func (d *driver) retryRequest(r *crawl.Request, now time.Time) {
 	}
 	n := 0
 	err := d.st.FailedURLs(states, r.Domain, func(o *crawl.Outcome) {
-		dm := d.domains[o.Domain]
+		dm := d.get(o.Domain)
 		if dm == nil {
 			return
 		}

@@ -80,7 +80,7 @@ func (d *driver) discoverSeed(s crawl.Seed, now time.Time) {
 	if err != nil {
 		return
 	}
-	if dm := d.domains[name]; dm != nil && dm.d.AdoptSeed(s) {
+	if dm := d.get(name); dm != nil && dm.d.AdoptSeed(s) {
 		d.dirty[name] = true
 	}
 }

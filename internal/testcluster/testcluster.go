@@ -29,6 +29,7 @@ type Config struct {
 	Concurrency int           // agent slots
 	Rescan      time.Duration // frontier, manager and agent rescans
 	Poll        time.Duration // the frontier's poll
+	DomainCache int           // the frontier's domain entity cache (0: its default)
 	// Handlers adds job kinds to the agent's crawl.fetch and crawl.robots;
 	// it receives the fetch handler to share its clients.
 	Handlers func(fh *fetch.Handler) map[string]agent.Handler
@@ -54,7 +55,7 @@ func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
 		w = io.MultiWriter(w, zerolog.NewTestWriter(t))
 	}
 	mlog := logx.New(w, manager.Actor, "debug")
-	fr := frontier.New(frontier.Config{Spool: s, Log: mlog.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, Poll: cfg.Poll})
+	fr := frontier.New(frontier.Config{Spool: s, Log: mlog.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, Poll: cfg.Poll, DomainCache: cfg.DomainCache})
 	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, mlog)
 	fh := fetch.NewHandler(s, nil)
 	handlers := map[string]agent.Handler{crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh}}
