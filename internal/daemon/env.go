@@ -37,6 +37,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_BACKOFF_MAX":          {"managerd"},
 	"FARRO_RETENTION":            {"managerd"},
 	"FARRO_EVENTS_RETENTION":     {"managerd"},
+	"FARRO_DOMAIN_CACHE":         {"managerd"},
 	"FARRO_TMP_MAX_AGE":          {"managerd"},
 	"FARRO_METRICS_RESCAN":       {"managerd"},
 	"FARRO_FRONTIER":             {"managerd"},
