@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -170,4 +171,69 @@ func (c *Ctl) topStore(o TopOptions) error {
 			return renderTop(doc, header, w)
 		})
 	})
+}
+
+// storeEvents is events on a database: the transitions of job_events
+// (oldest first; with Follow, each new one once, as it commits: see
+// pgstore.Feed) printed as the spool's stream prints them. The database
+// has no operator lines or removal lines: its jobs' histories record the
+// actions (actor farroctl), and a removed job's history goes with it.
+func (c *Ctl) storeEvents(ctx context.Context, o EventsOptions, emit func([]byte, *job.StreamLine) error, out *bufio.Writer) error {
+	st, _, done, err := c.openStore()
+	if err != nil {
+		return err
+	}
+	defer done()
+	pg, ok := st.(*pgstore.Store)
+	if !ok {
+		return fmt.Errorf("not a PostgreSQL store")
+	}
+	f := pgstore.FeedFilter{Job: o.Job}
+	if o.Since > 0 {
+		f.Since = c.now().Add(-o.Since)
+	}
+	show := func(evs []pgstore.FeedEvent) error {
+		for _, e := range evs {
+			l := job.TransitionLine(e.JobID, e.Kind, e.Event)
+			b, err := json.Marshal(l)
+			if err != nil {
+				return err
+			}
+			if err := emit(b, &l); err != nil {
+				return err
+			}
+		}
+		return out.Flush()
+	}
+	// Each read is bounded as a command is; Follow runs until ctx ends.
+	read := func(fn func(context.Context) ([]pgstore.FeedEvent, error)) ([]pgstore.FeedEvent, error) {
+		rctx, cancel := context.WithTimeout(ctx, StoreTimeout)
+		defer cancel()
+		return fn(rctx)
+	}
+	if !o.Follow {
+		evs, err := read(func(ctx context.Context) ([]pgstore.FeedEvent, error) { return pg.Events(ctx, f) })
+		if err != nil {
+			return err
+		}
+		return show(evs)
+	}
+	fd := pg.Follow(f)
+	for {
+		evs, err := read(fd.Next)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := show(evs); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(o.Poll):
+		}
+	}
 }

@@ -1,13 +1,18 @@
 package ctl_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
@@ -116,5 +121,125 @@ func TestStoreAgentsTopAndAdvertisedLimit(t *testing.T) {
 	j, err := b.st.Get(ctx, "limited")
 	if err != nil || j.MaxAttempts != 9 {
 		t.Fatalf("submit without --max-attempts: %+v, %v; want managerd's 9", j, err)
+	}
+}
+
+// farroctl events prints a database's transitions as a spool prints its
+// stream: the same lines (text and JSON) for the same moves.
+func TestStoreEventsSameLinesAsSpool(t *testing.T) {
+	t.Parallel()
+	var outs [2][2]string
+	for i, b := range []*backend{spoolBackend(t), pgBackend(t)} {
+		b.setUp(t)
+		for k, js := range []bool{false, true} {
+			c, out, _ := b.ctl("")
+			if err := c.Events(ctl.EventsOptions{JSON: js}); err != nil {
+				t.Fatalf("%s: events: %v", b.name, err)
+			}
+			outs[i][k] = out.String()
+		}
+	}
+	if n := strings.Count(outs[1][0], "\n"); n != 10 {
+		t.Errorf("postgres: %d lines, want 10:\n%s", n, outs[1][0])
+	}
+	for k := range 2 {
+		if s, p := mask(outs[0][k]), mask(outs[1][k]); s != p {
+			t.Errorf("events (json %v) differ:\nspool:\n%s\npostgres:\n%s", k == 1, s, p)
+		}
+	}
+	c, out, _ := pgBackend(t).ctl("")
+	if err := c.Events(ctl.EventsOptions{Job: "jobfff1"}); err != nil || out.Len() != 0 {
+		t.Errorf("events --job of an empty database: %v %q", err, out)
+	}
+}
+
+// events --follow on a database under concurrent moves: every
+// transition is printed once, none is missed.
+func TestStoreEventsFollowUnderConcurrentMoves(t *testing.T) {
+	t.Parallel()
+	b := pgBackend(t)
+	ctx, cancel := context.WithCancel(storeCtx(t))
+	defer cancel()
+	c, _, _ := b.ctl("")
+	out := &syncBuffer{}
+	c.Stdout = out
+	followed := make(chan error, 1)
+	go func() {
+		followed <- c.Events(ctl.EventsOptions{Follow: true, JSON: true, Poll: 5 * time.Millisecond, Context: ctx})
+	}()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := job.Holder{Actor: "agentd/a", Agent: fmt.Sprintf("a%d", w)}
+			for i := range 10 {
+				id := fmt.Sprintf("w%d-%02d", w, i)
+				if _, errs := b.st.Submit(ctx, []job.SubmitRequest{{ID: id, Kind: "noop", Prompt: []byte(`{}`), Actor: "t"}}); errs[0] != nil {
+					t.Error(errs[0])
+					return
+				}
+				cs, err := b.st.Claim(ctx, h, store.ClaimOptions{Max: 1, Lease: time.Minute})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, cl := range cs {
+					if err := cl.Commit(ctx, job.Succeeded, "", nil); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Every transition written (a claim may have found nothing: then a
+	// job stays queued).
+	all := map[string]bool{}
+	for w := range 4 {
+		for i := range 10 {
+			id := fmt.Sprintf("w%d-%02d", w, i)
+			evs, err := b.st.History(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				all[fmt.Sprintf("%s %s->%s %d", id, e.From, e.To, e.Attempt)] = true
+			}
+		}
+	}
+	want := len(all)
+	if want < 4*10*2 {
+		t.Fatalf("only %d transitions written", want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(out.String(), "\n") < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // ten more polls: nothing repeated late
+	cancel()
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var l job.StreamLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Event.Type != job.StreamTransition {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		seen[fmt.Sprintf("%s %s->%s %d", l.JobID, l.Event.From, l.Event.To, *l.Attempt)]++
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s printed %d times", k, n)
+		}
+	}
+	for k := range all {
+		if seen[k] == 0 {
+			t.Errorf("%s never printed", k)
+		}
+	}
+	if len(seen) != want {
+		t.Errorf("%d distinct transitions printed, want %d", len(seen), want)
 	}
 }

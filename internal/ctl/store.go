@@ -19,7 +19,7 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove)}
 
 // storeEquivalents name what to run on a database instead of a
@@ -28,7 +28,6 @@ var storeEquivalents = map[string]string{
 	"fsck":   "farroctl migrate --status checks the database's schema; the database keeps jobs and their states consistent itself",
 	"init":   "farroctl migrate creates the schema",
 	"ids":    "farroctl ls --json for now",
-	"events": "none yet (farroctl history ID gives one job's transitions)",
 	"logs":   "none yet",
 	"export": "none: export reads a spool (--store SPOOL_DIR, or --spool with FARRO_STORE unset), and farroctl import --store URL FILE moves it into the database",
 }

@@ -94,6 +94,10 @@ func TestAgentsTableWrittenByDaemons(t *testing.T) {
 		t.Errorf("submit without --max-attempts: %+v, %v; want managerd's 7", j, err)
 	}
 
+	if out, err := farroctl("events", "--job", "lim"); err != nil || !regexp.MustCompile(`^\S+Z  farroctl +lim  - -> held  attempt 0  submitted\n$`).MatchString(out) {
+		t.Errorf("farroctl events --job lim: %v %q", err, out)
+	}
+
 	// w2 is live on another host: a second w2 here is refused.
 	if _, err := st.Register(ctx, pgstore.Registration{Kind: pgstore.KindAgentd, ID: "w2", Host: "elsewhere.example", PID: 31337, Fresh: time.Minute}); err != nil {
 		t.Fatal(err)
