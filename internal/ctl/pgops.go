@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/farro-dev/farro/internal/pause"
 	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/internal/spoolview"
 	"github.com/farro-dev/farro/pkg/job"
@@ -236,4 +237,50 @@ func (c *Ctl) storeEvents(ctx context.Context, o EventsOptions, emit func([]byte
 		case <-time.After(o.Poll):
 		}
 	}
+}
+
+// storePause is pause on a database: a row of paused_kinds, which the
+// claim statement consults. It returns the start of a pause that was
+// already there.
+func (c *Ctl) storePause(e pause.Entry) (since *time.Time, err error) {
+	err = c.withStore(func(d *storeDoor) error {
+		pg, err := d.pg()
+		if err != nil {
+			return err
+		}
+		since, err = pg.PauseKind(d.ctx, pgstore.PausedKind{Kind: e.Kind, By: e.Actor, User: e.User, Host: e.Host, PID: e.PID, Reason: e.Reason})
+		return err
+	})
+	return since, err
+}
+
+// storeResume is resume on a database.
+func (c *Ctl) storeResume(kind string) (was bool, err error) {
+	err = c.withStore(func(d *storeDoor) error {
+		pg, err := d.pg()
+		if err != nil {
+			return err
+		}
+		was, err = pg.ResumeKind(d.ctx, kind)
+		return err
+	})
+	return was, err
+}
+
+// storePaused is paused on a database (nothing is ever ignored there).
+func (c *Ctl) storePaused() (doc PausedDoc, err error) {
+	doc = PausedDoc{Paused: []pause.Listed{}, Ignored: []pause.Ignored{}}
+	err = c.withStore(func(d *storeDoor) error {
+		pg, err := d.pg()
+		if err != nil {
+			return err
+		}
+		ps, err := pg.PausedKinds(d.ctx)
+		for _, p := range ps {
+			doc.Paused = append(doc.Paused, pause.Listed{Kind: p.Kind, Entry: &pause.Entry{Kind: p.Kind, PausedAt: p.PausedAt,
+				Actor: p.By, User: p.User, Host: p.Host, PID: p.PID, Reason: p.Reason}})
+		}
+		return err
+	})
+	return doc, err
 }

@@ -243,3 +243,52 @@ func TestStoreEventsFollowUnderConcurrentMoves(t *testing.T) {
 		t.Errorf("%d distinct transitions printed, want %d", len(seen), want)
 	}
 }
+
+// pause, paused, resume and stats' paused kinds print the same on a
+// database as on a spool; on the database the claim takes no job of a
+// paused kind.
+func TestStorePauseResumeSameAsSpool(t *testing.T) {
+	t.Parallel()
+	var outs [2][]string
+	for i, b := range []*backend{spoolBackend(t), pgBackend(t)} {
+		run := func(f func(c *ctl.Ctl) error) {
+			c, out, _ := b.ctl("")
+			if err := f(c); err != nil {
+				t.Fatalf("%s: %v", b.name, err)
+			}
+			outs[i] = append(outs[i], mask(out.String()))
+		}
+		run(func(c *ctl.Ctl) error { return c.Pause([]string{"noop"}, "migrating") })
+		run(func(c *ctl.Ctl) error { return c.Pause([]string{"noop"}, "still migrating") })
+		run(func(c *ctl.Ctl) error { return c.Paused(false) })
+		run(func(c *ctl.Ctl) error { return c.Stats(false) })
+		if b.name == "postgres" {
+			if _, errs := b.st.Submit(storeCtx(t), []job.SubmitRequest{{ID: "n1", Kind: "noop", Prompt: []byte(`{}`)}}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			h := job.Holder{Actor: "agentd/w", Agent: "w"}
+			if cs, err := b.st.Claim(storeCtx(t), h, store.ClaimOptions{Max: 1, Lease: time.Minute}); err != nil || len(cs) != 0 {
+				t.Fatalf("claim of a paused kind: %v %v", cs, err)
+			}
+			c, out, _ := b.ctl("")
+			if err := c.List(ctl.ListOptions{}); err != nil || !strings.Contains(out.String(), "[kind paused]") {
+				t.Errorf("ls with noop paused: %v\n%s", err, out)
+			}
+		}
+		run(func(c *ctl.Ctl) error { return c.Resume([]string{"noop"}) })
+		run(func(c *ctl.Ctl) error { return c.Resume([]string{"noop"}) })
+		run(func(c *ctl.Ctl) error { return c.Paused(false) })
+		if b.name == "postgres" {
+			h := job.Holder{Actor: "agentd/w", Agent: "w"}
+			if cs, err := b.st.Claim(storeCtx(t), h, store.ClaimOptions{Max: 1, Lease: time.Minute}); err != nil || len(cs) != 1 {
+				t.Fatalf("claim after resume: %v %v", cs, err)
+			}
+		}
+	}
+	if strings.Join(outs[0], "|") != strings.Join(outs[1], "|") {
+		t.Errorf("spool and database differ:\nspool:\n%s\npostgres:\n%s", strings.Join(outs[0], "\n"), strings.Join(outs[1], "\n"))
+	}
+	if !strings.Contains(outs[1][2], "still migrating") || !strings.Contains(outs[1][3], "paused kinds noop") {
+		t.Errorf("paused and stats on a database:\n%s", strings.Join(outs[1], "\n"))
+	}
+}

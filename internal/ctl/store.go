@@ -19,7 +19,7 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove)}
 
 // storeEquivalents name what to run on a database instead of a
@@ -236,10 +236,21 @@ func (c *Ctl) storeRows(states []job.State) (rows []Row, err error) {
 		states = job.States
 	}
 	err = c.withStore(func(d *storeDoor) error {
+		paused := map[string]bool{}
+		if pg, ok := d.st.(*pgstore.Store); ok {
+			ps, err := pg.PausedKinds(d.ctx)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				paused[p.Kind] = true
+			}
+		}
 		for _, st := range states {
 			err := d.st.List(d.ctx, store.Filter{States: []job.State{st}}, func(j *job.Job) error {
 				r := Row{ID: j.ID, Location: j.Status}
 				r.fill(j, d.limits())
+				r.KindPaused = j.Status == job.Queued && paused[j.Kind]
 				rows = append(rows, r)
 				return nil
 			})
@@ -276,8 +287,8 @@ func (c *Ctl) storeShow(arg string) (doc ShowDoc, err error) {
 	return doc, err
 }
 
-// storeCount is stats on a database: the counts per state, the running
-// jobs per agent and the oldest queued job.
+// storeCount is stats on a database: the counts per state, the paused
+// kinds, the running jobs per agent and the oldest queued job.
 func (c *Ctl) storeCount() (st *Stats, err error) {
 	st = &Stats{States: map[job.State]int{}, Agents: map[string]int{}, PausedKinds: []string{}, At: c.now()}
 	err = c.withStore(func(d *storeDoor) error {
@@ -288,6 +299,15 @@ func (c *Ctl) storeCount() (st *Stats, err error) {
 		for _, s := range job.States {
 			st.States[s] = counts[s]
 			st.Total += counts[s]
+		}
+		if pg, ok := d.st.(*pgstore.Store); ok {
+			ps, err := pg.PausedKinds(d.ctx)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				st.PausedKinds = append(st.PausedKinds, p.Kind)
+			}
 		}
 		err = d.st.List(d.ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
 			st.Agents[j.Agent]++
