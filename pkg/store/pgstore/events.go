@@ -27,7 +27,7 @@ type FeedFilter struct {
 
 const eventCols = `e.seq, e.job_id, coalesce(j.kind, ''), e.time, e.actor, e.from_state, e.to_state, e.attempt, e.reason, e.correlation_id`
 
-// filterSQL is the WHERE part of f, from parameter $n on.
+// where is the WHERE part of f, its parameters appended to args.
 func (f FeedFilter) where(args []any) (string, []any) {
 	sql := ""
 	if f.Job != "" {
