@@ -1,6 +1,9 @@
 package main
 
 import (
+	"slices"
+	"sort"
+
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -8,7 +11,21 @@ import (
 	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/registry"
+	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
+
+// runsKinds are the kinds this agent claims: those with a handler, of
+// --kinds when given.
+func runsKinds(handlers map[string]agent.Handler, kinds []string) []string {
+	out := []string{}
+	for k := range handlers {
+		if len(kinds) == 0 || slices.Contains(kinds, k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // runShared is agentd on a PostgreSQL store (--store URL): the jobs come
 // from the database, shared with the agents of other hosts; --spool is
@@ -36,6 +53,15 @@ func runShared(c *cli.Context, log zerolog.Logger, command, kinds []string, outp
 	handlers := map[string]agent.Handler{"noop": agent.Noop}
 	addExec(c, log, handlers, command, kinds, outputMax, "this agent runs only noop jobs from the database")
 	cfg := agentConfig(c, handlers, kinds, log)
+	// Its row in the agents table: the same agent id live on another
+	// host refuses this one (exit 150), as the local registry does on
+	// this host.
+	row, err := daemon.Register(c.Context, log, st, pgstore.Registration{Kind: pgstore.KindAgentd, ID: c.String("id"),
+		Concurrency: c.Int("concurrency"), Kinds: runsKinds(handlers, kinds)})
+	if err != nil {
+		return err
+	}
+	defer row.Stop()
 	cfg.Store, cfg.Local, cfg.Lease = st, local.Root, c.Duration("lease")
 	return serve(cfg, command, func(a *agent.Agent) {
 		log.Info().Str("store", "postgres").Str("local", local.Root).Int("concurrency", c.Int("concurrency")).

@@ -176,7 +176,7 @@ cannot be read is counted in UNREADABLE (and T), in no bucket.`,
 			},
 			{
 				Name:  "agents",
-				Usage: "list the agents (and managerd, watchdogd) registered in spool/agents/: live or gone, pid, start time, slots, jobs held, last seen",
+				Usage: "list the agents (and managerd, watchdogd) registered in spool/agents/ (on a PostgreSQL store, its agents table): live or gone, pid, start time, slots, jobs held, last seen",
 				Description: `Every agentd holds an flock on agents/<id>.lock while it runs (managerd and
 watchdogd on agents/daemons/<name>.lock) and keeps agents/<id>.json fresh.
 live: the flock is held; gone: nobody holds it (the record is the last one

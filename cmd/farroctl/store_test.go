@@ -51,9 +51,9 @@ func TestStoreWiring(t *testing.T) {
 	// Spool-only commands refuse a database before connecting to it.
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"fsck"}, []string{"farroctl: fsck works on a spool only for now", "farroctl migrate --status"}},
-		{[]string{"agents", "--json"}, []string{"farroctl: agents works on a spool only for now", "none yet"}},
+		{[]string{"metrics"}, []string{"farroctl: metrics works on a spool only for now"}},
 		{[]string{"crawl", "status", "c1"}, []string{"farroctl: crawl status works on a spool only for now"}},
-		{[]string{"pause", "noop"}, []string{"farroctl: pause works on a spool only for now"}},
+		{[]string{"serve"}, []string{"farroctl: serve works on a spool only for now"}},
 		{[]string{"logs", "envjob", "--store", url}, []string{"farroctl: logs works on a spool only for now"}},
 	} {
 		code, stdout, stderr := farroctlIn("", tc.args...)

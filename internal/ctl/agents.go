@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/registry"
+	"github.com/farro-dev/farro/pkg/job"
 )
 
 // AgentsOptions are the flags of agents.
@@ -18,16 +19,25 @@ type AgentsOptions struct {
 // the agents, with their pid, start time, slots, jobs held (directories in
 // in-progress/<id>/), last_seen and whether they are live (their flock is
 // held) or gone; then managerd and watchdogd. With JSON, one document
-// {"agents": [...], "daemons": [...]}.
+// {"agents": [...], "daemons": [...]}. On a PostgreSQL store the same,
+// from its agents table (storeAgents): live is a fresh heartbeat, jobs
+// are the agent's running jobs, and last seen is on the database's clock.
 func (c *Ctl) Agents(o AgentsOptions) error {
-	s, err := c.existing()
+	type listing struct {
+		l   registry.Listing
+		now time.Time
+	}
+	r, err := readFrom(c, func() (listing, error) {
+		l, now, err := c.storeAgents()
+		return listing{l, now}, err
+	}, func(s *job.Spool) (listing, error) {
+		l, err := registry.List(s)
+		return listing{l, c.now()}, err
+	})
 	if err != nil {
 		return err
 	}
-	l, err := registry.List(s)
-	if err != nil {
-		return err
-	}
+	l, now := r.l, r.now
 	if o.JSON {
 		b, err := json.MarshalIndent(l, "", "  ")
 		if err != nil {
@@ -36,7 +46,6 @@ func (c *Ctl) Agents(o AgentsOptions) error {
 		_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
 		return err
 	}
-	now := c.now()
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGENT\tSTATE\tPID\tSTARTED\tSLOTS\tJOBS\tLAST SEEN\tVERSION")
 	for _, e := range l.Agents {

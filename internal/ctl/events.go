@@ -57,22 +57,25 @@ func (c *Ctl) Events(o EventsOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
-	r := &eventsReader{s: s, o: o, offset: map[string]int64{}}
-	if o.Since > 0 {
-		r.since = c.now().Add(-o.Since)
-	}
 	out := bufio.NewWriter(c.Stdout)
-	r.emit = func(line []byte, l *job.StreamLine) error {
+	emit := func(line []byte, l *job.StreamLine) error {
 		if o.JSON {
 			out.Write(line)
 			return out.WriteByte('\n')
 		}
 		_, err := io.WriteString(out, formatEvent(l)+"\n")
 		return err
+	}
+	if c.OnStore() {
+		return c.storeEvents(ctx, o, emit, out)
+	}
+	s, err := c.existing()
+	if err != nil {
+		return err
+	}
+	r := &eventsReader{s: s, o: o, offset: map[string]int64{}, emit: emit}
+	if o.Since > 0 {
+		r.since = c.now().Add(-o.Since)
 	}
 	for {
 		if err := r.pass(!o.Follow); err != nil {

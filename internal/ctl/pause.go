@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/pause"
+	"github.com/farro-dev/farro/pkg/job"
 )
 
 // AgentKinds are the job kinds agentd has handlers for. pause refuses any
@@ -50,10 +51,6 @@ func (c *Ctl) Pause(args []string, reason string) error {
 	if len(reason) > pause.MaxReasonLen {
 		return Usagef("--reason too long: %d bytes, at most %d", len(reason), pause.MaxReasonLen)
 	}
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
 	e := pause.Entry{Kind: kind, PausedAt: c.now(), Actor: Actor, PID: os.Getpid(), Reason: reason}
 	if u, err := user.Current(); err == nil {
 		e.User = u.Username
@@ -61,12 +58,18 @@ func (c *Ctl) Pause(args []string, reason string) error {
 		e.User = strconv.Itoa(os.Getuid())
 	}
 	e.Host, _ = os.Hostname()
-	prev, err := pause.Pause(s.Root, e)
+	since, err := readFrom(c, func() (*time.Time, error) { return c.storePause(e) }, func(s *job.Spool) (*time.Time, error) {
+		prev, err := pause.Pause(s.Root, e)
+		if err != nil || prev == nil {
+			return nil, err
+		}
+		return &prev.PausedAt, nil
+	})
 	if err != nil {
 		return fmt.Errorf("pause %s: %w", kind, err)
 	}
-	if prev != nil {
-		fmt.Fprintf(c.Stdout, "%s paused (already paused since %s; reason updated)\n", kind, prev.PausedAt.UTC().Format(time.RFC3339))
+	if since != nil {
+		fmt.Fprintf(c.Stdout, "%s paused (already paused since %s; reason updated)\n", kind, since.UTC().Format(time.RFC3339))
 		return nil
 	}
 	fmt.Fprintf(c.Stdout, "%s paused: agents claim none of its jobs until `farroctl resume %s`; running jobs finish\n", kind, kind)
@@ -80,11 +83,9 @@ func (c *Ctl) Resume(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.existing()
-	if err != nil {
-		return err
-	}
-	was, err := pause.Resume(s.Root, kind)
+	was, err := readFrom(c, func() (bool, error) { return c.storeResume(kind) }, func(s *job.Spool) (bool, error) {
+		return pause.Resume(s.Root, kind)
+	})
 	if err != nil {
 		return fmt.Errorf("resume %s: %w", kind, err)
 	}
@@ -100,14 +101,14 @@ func (c *Ctl) Resume(args []string) error {
 // one JSON document. Entries of paused/ that pause nothing are reported
 // on stderr (in "ignored" with JSON).
 func (c *Ctl) Paused(jsonOut bool) error {
-	s, err := c.existing()
+	doc, err := readFrom(c, c.storePaused, func(s *job.Spool) (PausedDoc, error) {
+		ls, ign, err := pause.List(s.Root)
+		return PausedDoc{Paused: ls, Ignored: ign}, err
+	})
 	if err != nil {
 		return err
 	}
-	ls, ign, err := pause.List(s.Root)
-	if err != nil {
-		return err
-	}
+	ls, ign := doc.Paused, doc.Ignored
 	if jsonOut {
 		return json.NewEncoder(c.Stdout).Encode(PausedDoc{Paused: ls, Ignored: ign})
 	}

@@ -19,7 +19,7 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove)}
 
 // storeEquivalents name what to run on a database instead of a
@@ -27,10 +27,7 @@ var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrat
 var storeEquivalents = map[string]string{
 	"fsck":   "farroctl migrate --status checks the database's schema; the database keeps jobs and their states consistent itself",
 	"init":   "farroctl migrate creates the schema",
-	"top":    "farroctl stats and farroctl ls for now",
 	"ids":    "farroctl ls --json for now",
-	"agents": "none yet",
-	"events": "none yet (farroctl history ID gives one job's transitions)",
 	"logs":   "none yet",
 	"export": "none: export reads a spool (--store SPOOL_DIR, or --spool with FARRO_STORE unset), and farroctl import --store URL FILE moves it into the database",
 }
@@ -106,6 +103,7 @@ type storeDoor struct {
 	c   *Ctl
 	st  store.Store
 	ctx context.Context
+	lim *limits // limits(), once read
 }
 
 func (d *storeDoor) locate(id string) (job.Location, error) {
@@ -200,15 +198,26 @@ func (d *storeDoor) submit(reqs []job.SubmitRequest) ([]*job.Job, []error) {
 	return d.st.Submit(d.ctx, reqs)
 }
 
-// defaultMaxAttempts: no managerd advertises its --max-attempts in a
-// database yet.
-func (d *storeDoor) defaultMaxAttempts() int { return job.DefaultMaxAttempts }
+// defaultMaxAttempts is the --max-attempts a managerd advertises in the
+// agents table, else the default (limits).
+func (d *storeDoor) defaultMaxAttempts() int { return d.limits().def }
 
 func (d *storeDoor) audit(job.Audit) {}
 
-// storeLimits are the attempt limits of jobs in a database (see
-// defaultMaxAttempts).
-var storeLimits = limits{def: job.DefaultMaxAttempts, from: LimitFromDefault}
+// limits are the attempt limits of jobs in the database: managerd's
+// advertised --max-attempts (the agents table), as a spool's registry
+// says it, else job.DefaultMaxAttempts. Read once per door.
+func (d *storeDoor) limits() limits {
+	if d.lim == nil {
+		d.lim = &limits{def: job.DefaultMaxAttempts, from: LimitFromDefault}
+		if pg, ok := d.st.(*pgstore.Store); ok {
+			if n, err := pg.AdvertisedMaxAttempts(d.ctx); err == nil && n > 0 {
+				d.lim = &limits{def: n, from: LimitFromManagerd}
+			}
+		}
+	}
+	return *d.lim
+}
 
 // withStore runs fn on the PostgreSQL store.
 func (c *Ctl) withStore(fn func(d *storeDoor) error) error {
@@ -227,10 +236,21 @@ func (c *Ctl) storeRows(states []job.State) (rows []Row, err error) {
 		states = job.States
 	}
 	err = c.withStore(func(d *storeDoor) error {
+		paused := map[string]bool{}
+		if pg, ok := d.st.(*pgstore.Store); ok {
+			ps, err := pg.PausedKinds(d.ctx)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				paused[p.Kind] = true
+			}
+		}
 		for _, st := range states {
 			err := d.st.List(d.ctx, store.Filter{States: []job.State{st}}, func(j *job.Job) error {
 				r := Row{ID: j.ID, Location: j.Status}
-				r.fill(j, storeLimits)
+				r.fill(j, d.limits())
+				r.KindPaused = j.Status == job.Queued && paused[j.Kind]
 				rows = append(rows, r)
 				return nil
 			})
@@ -261,14 +281,14 @@ func (c *Ctl) storeShow(arg string) (doc ShowDoc, err error) {
 			return fmt.Errorf("%s: %w", id, err)
 		}
 		doc = ShowDoc{ID: id, Job: j, Location: j.Status, Prompt: p}
-		doc.MaxAttemptsApplied, doc.MaxAttemptsFrom = storeLimits.of(j)
+		doc.MaxAttemptsApplied, doc.MaxAttemptsFrom = d.limits().of(j)
 		return nil
 	})
 	return doc, err
 }
 
-// storeCount is stats on a database: the counts per state, the running
-// jobs per agent and the oldest queued job.
+// storeCount is stats on a database: the counts per state, the paused
+// kinds, the running jobs per agent and the oldest queued job.
 func (c *Ctl) storeCount() (st *Stats, err error) {
 	st = &Stats{States: map[job.State]int{}, Agents: map[string]int{}, PausedKinds: []string{}, At: c.now()}
 	err = c.withStore(func(d *storeDoor) error {
@@ -279,6 +299,15 @@ func (c *Ctl) storeCount() (st *Stats, err error) {
 		for _, s := range job.States {
 			st.States[s] = counts[s]
 			st.Total += counts[s]
+		}
+		if pg, ok := d.st.(*pgstore.Store); ok {
+			ps, err := pg.PausedKinds(d.ctx)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				st.PausedKinds = append(st.PausedKinds, p.Kind)
+			}
 		}
 		err = d.st.List(d.ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
 			st.Agents[j.Agent]++

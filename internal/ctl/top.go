@@ -92,6 +92,9 @@ func (c *Ctl) Top(o TopOptions) error {
 	if o.Interval < 100*time.Millisecond {
 		return Usagef("--interval must be at least 100ms")
 	}
+	if c.OnStore() {
+		return c.topStore(o)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return err
@@ -110,17 +113,25 @@ func (c *Ctl) Top(o TopOptions) error {
 		_, err := io.WriteString(c.Stdout, strings.Join(renderTop(doc, "", 0), "\n")+"\n")
 		return err
 	}
-	return c.topLive(s, out, o)
-}
-
-// topLive runs the refreshing view on the terminal out.
-func (c *Ctl) topLive(s *job.Spool, out *os.File, o TopOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	v := spoolview.New(s, spoolview.Config{Running: o.Interval / 2})
 	viewDone := make(chan error, 1)
 	go func() { viewDone <- v.Run(ctx) }()
 	defer func() { cancel(); <-viewDone }()
+	rate := &rateWindow{span: time.Minute}
+	return c.topLive(out, o, v.Ready(), func(header string, w int) []string {
+		if snap := v.Snapshot(); snap.Ready {
+			rate.add(snap)
+			return renderTop(topDoc(s, snap, rate), header, w)
+		}
+		return []string{"farro top · " + s.Root, "", "listing the spool..."}
+	})
+}
+
+// topLive runs the refreshing view on the terminal out: lines gives the
+// screen's lines at each draw; ready, when it fires, draws at once.
+func (c *Ctl) topLive(out *os.File, o TopOptions, ready <-chan struct{}, lines func(header string, width int) []string) error {
 
 	// Keys: q, Q, Ctrl-C (raw mode turns it into a byte) end the view.
 	keys := make(chan byte, 8)
@@ -149,7 +160,6 @@ func (c *Ctl) topLive(s *job.Spool, out *os.File, o TopOptions) error {
 	io.WriteString(out, "\x1b[?1049h\x1b[?25l") // alternate screen, cursor hidden
 	defer io.WriteString(out, "\x1b[?25h\x1b[?1049l")
 
-	rate := &rateWindow{span: time.Minute}
 	tick := time.NewTicker(o.Interval)
 	defer tick.Stop()
 	draw := func() {
@@ -157,14 +167,7 @@ func (c *Ctl) topLive(s *job.Spool, out *os.File, o TopOptions) error {
 		if err != nil || w <= 0 {
 			w, h = 80, 24
 		}
-		var lines []string
-		if snap := v.Snapshot(); snap.Ready {
-			rate.add(snap)
-			header := fmt.Sprintf("every %s · q quits", o.Interval)
-			lines = renderTop(topDoc(s, snap, rate), header, w)
-		} else {
-			lines = []string{"farro top · " + s.Root, "", "listing the spool..."}
-		}
+		lines := lines(fmt.Sprintf("every %s · q quits", o.Interval), w)
 		if h > 0 && len(lines) > h {
 			lines = append(lines[:h-1], fmt.Sprintf("... %d more lines (enlarge the terminal)", len(lines)-h+1))
 		}
@@ -180,7 +183,6 @@ func (c *Ctl) topLive(s *job.Spool, out *os.File, o TopOptions) error {
 		b.WriteString("\x1b[J")
 		io.WriteString(out, b.String())
 	}
-	ready := v.Ready()
 	draw()
 	for {
 		select {
@@ -254,8 +256,19 @@ func (r *rateWindow) rates() (map[job.State]float64, bool) {
 }
 
 func topDoc(s *job.Spool, snap spoolview.Snapshot, rate *rateWindow) TopDoc {
+	// The registry says who is alive; in-progress/ says who holds what.
+	reg, _ := registry.List(s) // unreadable: every agent shows as unregistered
+	return buildTop(s.Root, snap, rate, reg, func(agent, id string) (*job.Job, error) {
+		return job.ReadJob(s.JobDir(job.InProgress, agent, id))
+	})
+}
+
+// buildTop is top's document from a snapshot of the jobs, the registry
+// of who runs them and read, which gives a running job's lifecycle:
+// where (a spool's root, a database's name) the jobs are.
+func buildTop(where string, snap spoolview.Snapshot, rate *rateWindow, reg registry.Listing, read func(agent, id string) (*job.Job, error)) TopDoc {
 	d := TopDoc{
-		Spool: s.Root, At: snap.At, States: snap.States, Total: snap.Total(),
+		Spool: where, At: snap.At, States: snap.States, Total: snap.Total(),
 		Locks: snap.Locks, Corrupt: snap.Corrupt, Workers: []TopWorker{},
 	}
 	if !snap.OldestQueued.IsZero() {
@@ -271,8 +284,6 @@ func topDoc(s *job.Spool, snap spoolview.Snapshot, rate *rateWindow) TopDoc {
 			d.Throughput, d.ThroughputByState = &total, by
 		}
 	}
-	// The registry says who is alive; in-progress/ says who holds what.
-	reg, _ := registry.List(s) // unreadable: every agent shows as unregistered
 	known := map[string]registry.Entry{}
 	for _, e := range reg.Agents {
 		known[e.ID] = e
@@ -300,7 +311,7 @@ func topDoc(s *job.Spool, snap spoolview.Snapshot, rate *rateWindow) TopDoc {
 	for _, r := range snap.Running {
 		w := worker(r.Agent)
 		tj := TopJob{ID: r.ID}
-		if j, err := job.ReadJob(s.JobDir(job.InProgress, r.Agent, r.ID)); err == nil {
+		if j, err := read(r.Agent, r.ID); err == nil {
 			tj.Kind, tj.Attempt, tj.MaxAttempts = j.Kind, j.Attempts, j.MaxAttempts
 			tj.StartedAt, tj.LastHeartbeat = j.StartedAt, j.LastHeartbeat
 		} else {

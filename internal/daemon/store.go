@@ -124,11 +124,14 @@ type Shared struct {
 	Local *job.Spool
 	Store *pgstore.Store
 	reg   *registry.Holder
+	row   *Registration
 }
 
 // OpenSharedDaemon opens a one-per-host daemon's local directory and
 // store (OpenShared) and takes its registry lock (refused, exit
-// registry.ExitAlreadyRunning, while another holds it). An error other
+// registry.ExitAlreadyRunning, while another holds it), then writes its
+// row in the agents table (kind name, id this host; MaxAttempts is
+// managerd's advertised limit), renewed until Close. An error other
 // than a configuration error is logged too. Close releases all.
 func OpenSharedDaemon(c *cli.Context, log zerolog.Logger, name string, o registry.Options) (*Shared, error) {
 	local, st, err := OpenShared(c.Context, c, 0, logx.StreamWarn(log))
@@ -143,11 +146,19 @@ func OpenSharedDaemon(c *cli.Context, log zerolog.Logger, name string, o registr
 		st.Close()
 		return nil, err
 	}
-	return &Shared{Local: local, Store: st, reg: reg}, nil
+	row, err := Register(c.Context, log, st, pgstore.Registration{Kind: name, ID: Host(), MaxAttempts: o.MaxAttempts, Version: o.Version})
+	if err != nil {
+		_ = reg.Release()
+		st.Close()
+		return nil, err
+	}
+	return &Shared{Local: local, Store: st, reg: reg, row: row}, nil
 }
 
-// Close releases the registry lock and closes the store.
+// Close stamps the agents row stopped, releases the registry lock and
+// closes the store.
 func (s *Shared) Close() {
+	s.row.Stop()
 	_ = s.reg.Release()
 	_ = s.Store.Close()
 }

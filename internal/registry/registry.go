@@ -68,6 +68,10 @@ type Record struct {
 	Process proc.Identity `json:"process"`
 	Actor   string        `json:"actor"`           // e.g. agentd/w1
 	Slots   int           `json:"slots,omitempty"` // agentd --concurrency
+	// Host and Kinds are known on a PostgreSQL store (its agents
+	// table): the daemon's host, and the kinds an agent claims.
+	Host  string   `json:"host,omitempty"`
+	Kinds []string `json:"kinds,omitempty"`
 	// MaxAttempts is managerd's --max-attempts: the limit of jobs whose
 	// max_attempts is 0 (farroctl ls and show print it as theirs).
 	MaxAttempts int        `json:"max_attempts,omitempty"`

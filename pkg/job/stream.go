@@ -301,17 +301,25 @@ func (s *Spool) emit(l StreamLine) error {
 // streamTransition appends the stream line of a job's transition, with
 // the fields and level of logx.Transition.
 func (s *Spool) streamTransition(j *Job, ev Event) {
+	_ = s.emit(TransitionLine(j.ID, j.Kind, ev))
+}
+
+// TransitionLine is the stream line of job id's (of kind) transition ev:
+// what a spool's stream holds, and what farroctl events prints of a
+// database's job_events.
+func TransitionLine(id, kind string, ev Event) StreamLine {
 	attempt := ev.Attempt
 	level := "info"
 	if ev.To == Killed || ev.To == Failed || ev.To == Stale {
 		level = "warn"
 	}
-	_ = s.emit(StreamLine{
-		Timestamp: ev.Time.UTC().Format(StreamTimeLayout), Level: level, Actor: ev.Actor,
-		JobID: j.ID, CorrelationID: ev.CorrelationID, Kind: j.Kind, Reason: ev.Reason, Attempt: &attempt,
+	return StreamLine{
+		Timestamp: ev.Time.UTC().Format(StreamTimeLayout), Level: level, App: StreamApp,
+		Actor: truncate(ev.Actor, maxStreamActor), JobID: id, CorrelationID: ev.CorrelationID, Kind: kind,
+		Reason: truncate(ev.Reason, maxStreamReason), Attempt: &attempt,
 		Event:   StreamEvent{Type: StreamTransition, From: string(ev.From), To: string(ev.To)},
 		Message: "job status changed",
-	})
+	}
 }
 
 // StreamRemoval appends the stream line of a terminal job deleted by
