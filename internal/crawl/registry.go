@@ -286,7 +286,7 @@ func (r *Registry) Entries(bad func(name string, err error)) ([]*RegistryEntry, 
 		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
 			continue
 		}
-		dn, ok := unescapeName(strings.TrimSuffix(n, ".json"))
+		dn, ok := UnescapeName(strings.TrimSuffix(n, ".json"))
 		if !ok {
 			continue
 		}
@@ -319,8 +319,10 @@ func (r *Registry) MarkBuilt(now time.Time) error {
 	return fsq.WriteFile(filepath.Join(r.Dir, RegistryBuiltFile), append(b, '\n'))
 }
 
-// unescapeName reverses escapeName (DomainFile).
-func unescapeName(s string) (string, bool) {
+// UnescapeName reverses escapeName (DomainFile, QueueDir): the domain a
+// file or directory name stands for; false for a name escapeName never
+// makes.
+func UnescapeName(s string) (string, bool) {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] != '%' {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -173,7 +172,7 @@ func (d *driver) load() error {
 		return err
 	}
 	for _, qn := range qdirs {
-		name, ok := unescapeName(qn)
+		name, ok := crawl.UnescapeName(qn)
 		if !ok || d.known(name) {
 			continue
 		}
@@ -752,25 +751,4 @@ func readDirNames(dir string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// unescapeName reverses crawl's file-name escaping of domain names.
-func unescapeName(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		var c byte
-		if _, err := fmt.Sscanf(s[i+1:i+3], "%02X", &c); err != nil {
-			return "", false
-		}
-		b.WriteByte(c)
-		i += 2
-	}
-	return b.String(), true
 }
