@@ -257,40 +257,13 @@ func TestKilledWithArtifactRetried(t *testing.T) {
 func TestRequeuedCopyNotIngestedTwice(t *testing.T) {
 	site := testsite.Start(testsite.Options{Plain: true, Fanout: 4, Levels: 3})
 	defer site.Close()
-	dir := t.TempDir()
-	e := startEnvAt(t, dir, 4)
-	c := plainCrawl(site, "copy")
-	c.MaxDepth = 1
-	c.MaxPagesPerRun = 8
-	_ = c.Validate()
-	st, _ := crawl.Open(e.spool, "copy")
-	if err := st.Create(c); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, st, crawl.Paused, 30*time.Second)
-	waitIdle(t, st)
-	e.stop()
-	var page crawl.Outcome
-	_ = st.ScanOutcomes(func(o *crawl.Outcome) bool {
-		if o.Outcome == crawl.OutcomeFetched && o.Depth == 1 {
-			page = *o
-			return false
-		}
-		return true
-	})
-	if page.JobID == "" {
-		t.Fatal("no fetched page at depth 1")
-	}
-	d, err := st.LoadDomain(page.Domain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, st, page, d := pausedWithPage(t, site, "copy")
 	seg := d.Segment(page.Depth, 0)
 	if _, err := crawl.AppendEntries(filepath.Join(st.QueueDir(d.Domain), seg.File),
 		[]crawl.Entry{{URL: page.URL, Depth: page.Depth, At: time.Now(), Requeued: true}}); err != nil {
 		t.Fatal(err)
 	}
-	e = startEnvAt(t, dir, 4)
+	e := startEnvAt(t, dir, 4)
 	if _, err := st.Update(func(c *crawl.Crawl) error { c.State, c.Run, c.MaxPagesPerRun = crawl.Running, c.Run+1, 0; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -324,40 +297,13 @@ func TestRequeuedCopyNotIngestedTwice(t *testing.T) {
 func TestRetryQueuedTwiceNotIngestedTwice(t *testing.T) {
 	site := testsite.Start(testsite.Options{Plain: true, Fanout: 4, Levels: 3})
 	defer site.Close()
-	dir := t.TempDir()
-	e := startEnvAt(t, dir, 4)
-	c := plainCrawl(site, "twice")
-	c.MaxDepth = 1
-	c.MaxPagesPerRun = 8
-	_ = c.Validate()
-	st, _ := crawl.Open(e.spool, "twice")
-	if err := st.Create(c); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, st, crawl.Paused, 30*time.Second)
-	waitIdle(t, st)
-	e.stop()
-	var page crawl.Outcome
-	_ = st.ScanOutcomes(func(o *crawl.Outcome) bool {
-		if o.Outcome == crawl.OutcomeFetched && o.Depth == 1 {
-			page = *o
-			return false
-		}
-		return true
-	})
-	if page.JobID == "" {
-		t.Fatal("no fetched page at depth 1")
-	}
-	d, err := st.LoadDomain(page.Domain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, st, page, d := pausedWithPage(t, site, "twice")
 	seg := d.Segment(page.Depth, 0)
 	retry := crawl.Entry{URL: page.URL, Depth: page.Depth, At: time.Now(), Round: d.Round, Try: 1, Failures: 1}
 	if _, err := crawl.AppendEntries(filepath.Join(st.QueueDir(d.Domain), seg.File), []crawl.Entry{retry, retry}); err != nil {
 		t.Fatal(err)
 	}
-	e = startEnvAt(t, dir, 4)
+	e := startEnvAt(t, dir, 4)
 	// A long interval: the second entry is released after the first's
 	// job was ingested, not while it is in flight.
 	if _, err := st.Update(func(c *crawl.Crawl) error {
@@ -384,4 +330,41 @@ func TestRetryQueuedTwiceNotIngestedTwice(t *testing.T) {
 	if lines != 1 {
 		t.Errorf("retry job %s: %d outcome lines, want 1: ingested again", retryID, lines)
 	}
+}
+
+// pausedWithPage crawls site as crawl name until its first run's budget
+// pauses it, stops the daemons, and returns the spool's directory, the
+// crawl, a page fetched at depth 1 and its domain: the state a test then
+// edits as a crash could have left it, before starting again in dir.
+func pausedWithPage(t *testing.T, site *testsite.Site, name string) (string, *crawl.Store, crawl.Outcome, *crawl.Domain) {
+	t.Helper()
+	dir := t.TempDir()
+	e := startEnvAt(t, dir, 4)
+	c := plainCrawl(site, name)
+	c.MaxDepth = 1
+	c.MaxPagesPerRun = 8
+	_ = c.Validate()
+	st, _ := crawl.Open(e.spool, name)
+	if err := st.Create(c); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, crawl.Paused, 30*time.Second)
+	waitIdle(t, st)
+	e.stop()
+	var page crawl.Outcome
+	_ = st.ScanOutcomes(func(o *crawl.Outcome) bool {
+		if o.Outcome == crawl.OutcomeFetched && o.Depth == 1 {
+			page = *o
+			return false
+		}
+		return true
+	})
+	if page.JobID == "" {
+		t.Fatal("no fetched page at depth 1")
+	}
+	d, err := st.LoadDomain(page.Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, st, page, d
 }
