@@ -57,7 +57,7 @@ func (s *Store) claimSlow(ctx context.Context, h job.Holder, kinds []string, max
 		rows, err := tx.Query(ctx, `SELECT now(), `+jobCols+` FROM jobs
 			WHERE status = 'queued' AND (not_before IS NULL OR not_before <= now())
 			AND ($1::text[] IS NULL OR kind = ANY($1))
-			AND NOT farro_kind_paused(jobs.kind) -- migration 0006
+			AND (jobs.kind || '') <> ALL (ARRAY(SELECT kind FROM paused_kinds)) -- pausedTest
 			ORDER BY priority DESC, age_key, id LIMIT $2 FOR UPDATE SKIP LOCKED`, nonEmpty(opts.Kinds), max)
 		if err != nil {
 			return err
