@@ -89,7 +89,8 @@ clean:
 #   make bench        full run, as root: farro vs River (PostgreSQL) and asynq
 #                     (Redis, both installed from Debian's packages if missing)
 #                     vs the filesystem floor, on the root fs and a loop-mounted
-#                     journaled ext4 (about 20 minutes)
+#                     journaled ext4, then the crawl benchmark and the
+#                     frontier at scale (about 27 minutes)
 #   make bench-smoke  farro (spool and PostgreSQL) and the floor, small N, about a minute (CI)
 #   make bench-crawl  the crawl benchmark (part of make bench): farro's crawl
 #                     frontier vs Colly vs wget --recursive on a 10,000-page
@@ -101,6 +102,7 @@ clean:
 bench:
 	cd bench && $(GO) run -mod=mod ./cmd/bench -mode full
 	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode full
+	cd bench && $(GO) run -mod=mod ./cmd/frontierscale
 
 bench-crawl:
 	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode full
@@ -109,7 +111,8 @@ bench-crawl-smoke:
 	cd bench && $(GO) run -mod=mod ./cmd/crawlbench -mode smoke
 
 # make bench-frontier: managerd on a generated crawl of 100k domains and 1M
-# URLs (RSS, CPU while it releases; medians of 3, a few minutes).
+# URLs (RSS, CPU while it releases; medians of 3, then one run measured once
+# its start-up work is done; the two goals; about 5 minutes; part of make bench).
 .PHONY: bench-frontier
 bench-frontier:
 	cd bench && $(GO) run -mod=mod ./cmd/frontierscale

@@ -481,8 +481,8 @@ func render(w io.Writer, cfg config, machine sys.Machine, farroRoot, loadStart s
 	goal("farro CPU per page, the three daemons added up", fmt.Sprintf("%.2f ms", cpuPage), "<= 1 ms", cpuPage <= 1)
 	inodes, _, _ := medianOf(fr, func(r crawlb.Run) float64 { return float64(r.Farro.SpoolInodes) / float64(max(r.Log.Pages, 1)) })
 	goal("farro spool inodes per page once the crawl is done", fmt.Sprintf("%.1f", inodes), "<= 3", inodes <= 3)
-	notMeasured("frontier at 100k domains and 1M URLs: managerd RSS", "<= 256 MiB", "not run here: this site has one domain and 10k URLs; make bench-frontier measures it")
-	notMeasured("frontier: a release pass costs O(domains ready now)", "not O(domains known)", "not run here: make bench-frontier measures it")
+	notMeasured("frontier at 100k domains and 1M URLs: managerd RSS", "<= 256 MiB", "not run here: this site has one domain and 10k URLs; in make bench-frontier's table (make bench runs it last)")
+	notMeasured("frontier: a release pass costs O(domains ready now)", "not O(domains known)", "not run here: in make bench-frontier's table (make bench runs it last)")
 	dups := 0
 	for _, r := range fr {
 		dups += r.Log.Duplicates
