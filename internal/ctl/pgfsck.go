@@ -44,6 +44,11 @@ func (c *Ctl) storeFsck(o FsckOptions) error {
 		return fmt.Errorf("%s: %s", storeName(c.Store), oneLine(err.Error()))
 	}
 	rec := &recoveryPass{st: st, ctx: ctx, grace: o.Grace}
+	for _, p := range r.Problems {
+		if p.Kind == pgstore.ProblemLeaseExpired {
+			rec.ids = append(rec.ids, p.ID)
+		}
+	}
 	var findings []*Finding
 	for _, p := range r.Problems {
 		findings = append(findings, storeFinding(ctx, st, rec, p, r.SchemaVersion))
@@ -120,12 +125,13 @@ func storeFinding(ctx context.Context, st *pgstore.Store, rec *recoveryPass, p p
 }
 
 // recoveryPass is the one recovery pass of a database's fsck --repair,
-// run by the first lease-expired fix; each fix then reads its job's
-// outcome.
+// of the jobs reported with an expired lease only, run by the first
+// lease-expired fix; each fix then reads its job's outcome.
 type recoveryPass struct {
 	st    *pgstore.Store
 	ctx   context.Context
 	grace time.Duration
+	ids   []string
 	once  sync.Once
 	outs  map[string]job.Outcome
 	err   error
@@ -133,7 +139,7 @@ type recoveryPass struct {
 
 func (r *recoveryPass) outcome(id string) (string, error) {
 	r.once.Do(func() {
-		outs, err := r.st.Recover(r.ctx, store.RecoverOptions{Actor: Actor, Grace: r.grace})
+		outs, err := r.st.RecoverJobs(r.ctx, r.ids, store.RecoverOptions{Actor: Actor, Grace: r.grace})
 		r.outs, r.err = map[string]job.Outcome{}, err
 		for _, o := range outs {
 			r.outs[o.ID] = o

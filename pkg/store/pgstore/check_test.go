@@ -261,3 +261,36 @@ func TestGauges(t *testing.T) {
 		t.Errorf("oldest queued %v, want g2's %v (at %v)", g.OldestQueued, g2.CreatedAt, g.At)
 	}
 }
+
+// RecoverJobs takes only the jobs it is given, by Recover's rules: an
+// expired lease of another job, or a job of the list whose lease still
+// runs, is left alone.
+func TestRecoverJobsTakesOnlyThoseListed(t *testing.T) {
+	t.Parallel()
+	s, url := newStore(t)
+	ctx := ctxT(t)
+	submit(t, s, job.SubmitRequest{ID: "rj-a"})
+	submit(t, s, job.SubmitRequest{ID: "rj-b"})
+	submit(t, s, job.SubmitRequest{ID: "rj-c"})
+	for range 3 {
+		claimOne(t, s, "w1", time.Hour)
+	}
+	if _, err := sqlConn(t, url).Exec(ctx, `UPDATE jobs SET lease_until = now() - interval '1 minute' WHERE id IN ('rj-a', 'rj-b')`); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := s.RecoverJobs(ctx, []string{"rj-a", "rj-c"}, store.RecoverOptions{Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 1 || outs[0].ID != "rj-a" || outs[0].To != job.Stale {
+		t.Fatalf("outcomes: %+v", outs)
+	}
+	for id, want := range map[string]job.State{"rj-a": job.Stale, "rj-b": job.InProgress, "rj-c": job.InProgress} {
+		if got := status(t, s, id); got != want {
+			t.Errorf("%s: %s, want %s", id, got, want)
+		}
+	}
+	if outs, err := s.RecoverJobs(ctx, nil, store.RecoverOptions{}); err != nil || len(outs) != 0 {
+		t.Errorf("no jobs: %v %v", outs, err)
+	}
+}
