@@ -39,7 +39,9 @@ type FsckOptions struct {
 	Repair bool
 	JSON   bool
 	// Grace is the age below which an ownerless lock, a tmp/ entry or a
-	// temp file is left alone as possibly in use (default 30s).
+	// temp file is left alone as possibly in use (default 30s); on a
+	// database, how long a lease must have expired to be reported and
+	// recovered.
 	Grace time.Duration
 }
 
