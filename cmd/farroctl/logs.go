@@ -16,7 +16,10 @@ func logsCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorFunc) 
 stderr.<N>.log (N: the attempt). Without --attempt the latest attempt is printed,
 running or not (a running job's output as far as it is written). Both streams by
 default, each under a "==> stdout, attempt N <==" label; --stdout or --stderr prints
-one stream as it is. An attempt without output is a one-line error, exit 1.`,
+one stream as it is. An attempt without output is a one-line error, exit 1.
+On a PostgreSQL store (--store URL) the output is in the local directory of the host
+whose agent ran the attempt (<local>/scratch/<agent>/<id>/): printed when --spool is
+that directory, else one line names the host and the directory there, exit 1.`,
 		OnUsageError: usageErr,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "attempt", Usage: "print attempt `N` (from 1) instead of the latest", DefaultText: "the latest"},

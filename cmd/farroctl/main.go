@@ -216,7 +216,7 @@ directories in in-progress/<id>/.`,
 			},
 			{
 				Name:  "fsck",
-				Usage: "check the spool and print a plan; repair with --repair",
+				Usage: "check the spool (on a PostgreSQL store: the database's jobs, leases and states) and print a plan; repair with --repair",
 				Description: `Finds: jobs in two places (duplicate), orphan locks (dead owner, or no owner file
 past --grace), live locks without a job, symlinks or files where jobs must be
 (hostile), unreadable job.json, unknown schema versions, status that disagrees
@@ -225,12 +225,19 @@ temp files. Prints one line per finding: kind, id and path, detail, action.
 Without --repair nothing is changed. With --repair: orphan locks are recovered,
 mismatches reconciled, unreadable and hostile entries quarantined to corrupt/,
 leftovers removed; duplicates, unknown schemas and live locks are only reported.
+On a PostgreSQL store (--store URL) it checks the database instead: the schema
+version, running jobs whose lease expired (past --grace) that recovery has not
+taken, running jobs whose agent has no live row, holder fields that disagree with
+the state, a last history event that disagrees with the state, and operator
+requests no attempt will act on; paused kinds are listed as notes. With --repair
+one recovery pass takes the expired leases, stale requests and stray leases are
+cleared; the rest is only reported.
 Exit 0 when clean or when every finding was repaired, else 1.`,
 				OnUsageError: usageErr,
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "repair", Usage: "apply the plan"},
 					jsonFlag("print one JSON object per finding"),
-					&cli.DurationFlag{Name: "grace", Value: ctl.DefaultGrace, Usage: "leave ownerless locks, tmp/ entries and temp files younger than this alone"},
+					&cli.DurationFlag{Name: "grace", Value: ctl.DefaultGrace, Usage: "leave ownerless locks, tmp/ entries and temp files younger than this alone (on a database: report and recover only leases expired longer ago than this)"},
 				},
 				Action: func(cc *cli.Context) error {
 					if cc.Args().Present() {

@@ -55,7 +55,9 @@ farro_oldest_queued_job_timestamp_seconds, farro_claim_locks, farro_corrupt_entr
 and farro_build_info. With --textfile DIR it writes DIR/farro.prom atomically, for
 node_exporter's textfile collector (--collector.textfile.directory=DIR); run it from
 a timer. Counters (runs, retries, recoveries, latencies) come from the daemons'
---metrics-addr endpoints only.`,
+--metrics-addr endpoints only. On a PostgreSQL store (--store URL) the gauges are read
+from the database: farro_jobs{state}, farro_jobs_by_kind and the oldest queued job;
+locks, corrupt entries and the relisting time are a spool's and are left out.`,
 			OnUsageError: usageErr,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "textfile", Usage: "write `DIR`/farro.prom (atomically) instead of printing"},

@@ -50,11 +50,9 @@ func TestStoreWiring(t *testing.T) {
 
 	// Spool-only commands refuse a database before connecting to it.
 	for _, tc := range []struct{ args, want []string }{
-		{[]string{"fsck"}, []string{"farroctl: fsck works on a spool only for now", "farroctl migrate --status"}},
-		{[]string{"metrics"}, []string{"farroctl: metrics works on a spool only for now"}},
+		{[]string{"init"}, []string{"farroctl: init works on a spool only for now", "farroctl migrate creates the schema"}},
 		{[]string{"crawl", "status", "c1"}, []string{"farroctl: crawl status works on a spool only for now"}},
 		{[]string{"serve"}, []string{"farroctl: serve works on a spool only for now"}},
-		{[]string{"logs", "envjob", "--store", url}, []string{"farroctl: logs works on a spool only for now"}},
 	} {
 		code, stdout, stderr := farroctlIn("", tc.args...)
 		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 {
@@ -65,6 +63,19 @@ func TestStoreWiring(t *testing.T) {
 				t.Errorf("%v on a database: %q lacks %q", tc.args, stderr, w)
 			}
 		}
+	}
+	// fsck, metrics, logs and the completion's job IDs work on a database.
+	if code, stdout, stderr := farroctlIn("", "--store", url, "fsck"); code != 0 || stdout != "fsck: clean\n" {
+		t.Errorf("fsck on a database: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := farroctlIn("", "--store", url, "metrics"); code != 0 || !strings.Contains(stdout, `farro_jobs{state="held"} 1`) {
+		t.Errorf("metrics on a database: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := farroctlIn("", "logs", "envjob", "--store", url); code != 1 || stdout != "" || stderr != "farroctl: envjob: no output yet (held, it has not run)\n" {
+		t.Errorf("logs on a database: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := farroctlIn("", "--store", url, "__jobids", "show", "env"); code != 0 || stdout != "envjob\n" {
+		t.Errorf("__jobids on a database: exit %d, %q %q", code, stdout, stderr)
 	}
 	if code, stdout, _ := farroctlIn("", "completion", "bash"); code != 0 || stdout == "" {
 		t.Errorf("completion with FARRO_STORE set: exit %d", code)

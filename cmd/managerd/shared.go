@@ -9,7 +9,10 @@ import (
 	"github.com/farro-dev/farro/internal/daemon"
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/manager"
+	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/internal/registry"
+	"github.com/farro-dev/farro/internal/spoolview"
+	"github.com/farro-dev/farro/internal/tally"
 )
 
 // runShared is managerd on a PostgreSQL store (--store URL): the retry
@@ -36,6 +39,17 @@ func runShared(c *cli.Context, stdout io.Writer, cfg manager.Config) error {
 		log.Info().Bool("frontier", false).Msg("the crawl frontier runs on a spool only: not on a PostgreSQL store (--frontier=false implied)")
 		cfg.Ready = func() { daemon.Ready(ctx, nil) }
 		m := manager.NewShared(sh.Store, cfg, log)
+		if daemon.MetricsEnabled(c) { // the queue's figures: farro_jobs{state} and co., from the database
+			mdone := make(chan struct{})
+			go func() {
+				defer close(mdone)
+				metrics.FollowStore(ctx, func(ctx context.Context) (spoolview.Snapshot, error) {
+					g, err := sh.Store.Gauges(ctx)
+					return tally.StoreSnapshot(g), err
+				}, c.Duration(daemon.MetricsRescanFlag.Name), func(err error) { log.Warn().Err(err).Msg("metrics: the queue's figures cannot be read") })
+			}()
+			defer func() { <-mdone }()
+		}
 		log.Info().Str("store", "postgres").Str("local", sh.Local.Root).Int("max_attempts", cfg.MaxAttempts).
 			Dur("backoff_base_ms", cfg.BackoffBase).Dur("backoff_max_ms", cfg.BackoffMax).
 			Dur("retention_ms", cfg.Retention).Dur("pass_ms", manager.SharedEvery).Msg("managerd starting")

@@ -39,7 +39,9 @@ type FsckOptions struct {
 	Repair bool
 	JSON   bool
 	// Grace is the age below which an ownerless lock, a tmp/ entry or a
-	// temp file is left alone as possibly in use (default 30s).
+	// temp file is left alone as possibly in use (default 30s); on a
+	// database, how long a lease must have expired to be reported and
+	// recovered.
 	Grace time.Duration
 }
 
@@ -56,7 +58,10 @@ type Finding struct {
 	Action   string `json:"action"` // proposed; "report only: ..." when fsck will not touch it
 	Repaired bool   `json:"repaired"`
 	Result   string `json:"result,omitempty"` // after --repair
-	fix      func() (string, error)
+	// Note: not a problem, listed for the operator (a database's paused
+	// kinds); it counts in no total and leaves the exit code alone.
+	Note bool `json:"note,omitempty"`
+	fix  func() (string, error)
 }
 
 // Repairable reports whether --repair acts on f.
@@ -503,6 +508,9 @@ func (c *Ctl) Fsck(o FsckOptions) error {
 	if o.Grace < 0 {
 		return Usagef("--grace must not be negative")
 	}
+	if c.OnStore() {
+		return c.storeFsck(o)
+	}
 	open := c.existing
 	if o.Repair {
 		open = c.open // repairs may need every state directory
@@ -515,44 +523,62 @@ func (c *Ctl) Fsck(o FsckOptions) error {
 	if err != nil {
 		return err
 	}
+	return c.fsckReport(findings, o, func(ids auditIDs, failed int) {
+		c.audit(s, job.Audit{Command: "fsck --repair", JobIDs: ids.ids, Count: ids.count, Failed: failed})
+	})
+}
+
+// fsckReport prints findings (with Repair, repairs them first, one by
+// one) and the summary, and returns fsck's outcome: nil when there is no
+// problem (notes are not) or every one was repaired, else an ExitFail
+// error. audit, if not nil, records the repairs.
+func (c *Ctl) fsckReport(findings []*Finding, o FsckOptions, audit func(ids auditIDs, failed int)) error {
+	problems := 0
+	for _, f := range findings {
+		if !f.Note {
+			problems++
+		}
+	}
 	unrepaired := 0
 	for _, f := range findings {
 		if o.Repair {
-			if f.fix == nil {
+			if f.Note {
+				f.Result = "nothing to repair"
+			} else if f.fix == nil {
 				f.Result = "not repaired: report only"
 			} else if res, err := f.fix(); err != nil {
 				f.Result = "not repaired: " + oneLine(err.Error())
 			} else {
 				f.Repaired, f.Result = true, res
 			}
-			if !f.Repaired {
+			if !f.Repaired && !f.Note {
 				unrepaired++
 			}
 		}
 		c.printFinding(f, o)
 	}
-	if o.Repair && len(findings) > 0 {
+	if o.Repair && problems > 0 && audit != nil {
 		var ids auditIDs
 		for _, f := range findings {
 			if f.Repaired {
 				ids.add(f.ID)
 			}
 		}
-		c.audit(s, job.Audit{Command: "fsck --repair", JobIDs: ids.ids, Count: ids.count, Failed: unrepaired})
+		audit(ids, unrepaired)
 	}
 	switch {
-	case len(findings) == 0:
+	case problems == 0:
 		if !o.JSON {
 			fmt.Fprintln(c.Stdout, "fsck: clean")
 		}
 		return nil
 	case o.Repair && unrepaired == 0:
 		if !o.JSON {
-			fmt.Fprintf(c.Stdout, "fsck: %d findings, all repaired\n", len(findings))
+			fmt.Fprintf(c.Stdout, "fsck: %d findings, all repaired\n", problems)
 		}
 		return nil
 	case o.Repair:
-		return &Error{Code: ExitFail, Err: fmt.Errorf("fsck: %d of %d findings not repaired", unrepaired, len(findings))}
+		return &Error{Code: ExitFail, Err: fmt.Errorf("fsck: %d of %d findings not repaired", unrepaired, problems)}
 	}
 	repairable := 0
 	for _, f := range findings {
@@ -560,7 +586,7 @@ func (c *Ctl) Fsck(o FsckOptions) error {
 			repairable++
 		}
 	}
-	return &Error{Code: ExitFail, Err: fmt.Errorf("fsck: %d findings (%d repairable with --repair); nothing changed", len(findings), repairable)}
+	return &Error{Code: ExitFail, Err: fmt.Errorf("fsck: %d findings (%d repairable with --repair); nothing changed", problems, repairable)}
 }
 
 func (c *Ctl) printFinding(f *Finding, o FsckOptions) {

@@ -178,6 +178,9 @@ func (c *Ctl) CompleteIDs(command, prefix string) error {
 	if !ok {
 		return Usagef("%s takes no job ID", command)
 	}
+	if c.OnStore() {
+		return c.storeCompleteIDs(states, prefix)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return err

@@ -47,6 +47,9 @@ func (c *Ctl) Logs(args []string, o LogsOptions) error {
 			streams = []string{job.Stderr}
 		}
 	}
+	if c.OnStore() {
+		return c.storeLogs(id, o.Attempt, streams)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return err
@@ -89,6 +92,12 @@ func (c *Ctl) Logs(args []string, o LogsOptions) error {
 		}
 		break
 	}
+	return c.printLogs(id, attempt, streams, files, sizes)
+}
+
+// printLogs prints the output files of attempt of job id, opened by
+// openLogs: one stream as it is, both each under its label.
+func (c *Ctl) printLogs(id string, attempt int, streams []string, files []*os.File, sizes []int64) error {
 	if len(streams) == 1 {
 		if files[0] == nil {
 			return fmt.Errorf("%s: attempt %d has no %s file", id, attempt, streams[0])

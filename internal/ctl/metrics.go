@@ -26,18 +26,15 @@ type MetricsOptions struct {
 // scrape of managerd this walks the spool: run it from a timer, not in a
 // tight loop, on a very large spool.
 func (c *Ctl) Metrics(o MetricsOptions) error {
+	if c.OnStore() {
+		return c.storeMetrics(o)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return err
 	}
-	if o.Textfile != "" {
-		fi, err := os.Stat(o.Textfile)
-		if err != nil {
-			return fmt.Errorf("--textfile: %w", err)
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("--textfile %s is not a directory", o.Textfile)
-		}
+	if err := checkTextfile(o.Textfile); err != nil {
+		return err
 	}
 	v := spoolview.New(s, spoolview.Config{})
 	if err := v.Scan(); err != nil {
@@ -45,7 +42,26 @@ func (c *Ctl) Metrics(o MetricsOptions) error {
 	}
 	// The text is made here, not by the Prometheus client: farroctl
 	// links no Prometheus code (internal/tally).
-	text := tally.SpoolText("farroctl", o.Version, v.Snapshot())
+	return c.writeMetrics(o, tally.SpoolText("farroctl", o.Version, v.Snapshot()))
+}
+
+// checkTextfile checks --textfile: empty, or a directory.
+func checkTextfile(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--textfile: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--textfile %s is not a directory", dir)
+	}
+	return nil
+}
+
+// writeMetrics prints text, or writes it to TEXTFILE/farro.prom.
+func (c *Ctl) writeMetrics(o MetricsOptions, text []byte) error {
 	if o.Textfile != "" {
 		// Atomically and durably (a temp file beside it, a dot file
 		// node_exporter ignores, renamed over it): a scrape never reads
@@ -55,6 +71,6 @@ func (c *Ctl) Metrics(o MetricsOptions) error {
 		}
 		return nil
 	}
-	_, err = c.Stdout.Write(text)
+	_, err := c.Stdout.Write(text)
 	return err
 }

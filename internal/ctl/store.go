@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farro-dev/farro/internal/completion"
 	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
@@ -20,15 +21,13 @@ const StoreTimeout = 2 * time.Minute
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
 var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused",
-	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove)}
+	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove),
+	"fsck", "logs", "metrics", completion.JobIDsCommand}
 
 // storeEquivalents name what to run on a database instead of a
 // spool-only command, where there is something.
 var storeEquivalents = map[string]string{
-	"fsck":   "farroctl migrate --status checks the database's schema; the database keeps jobs and their states consistent itself",
 	"init":   "farroctl migrate creates the schema",
-	"ids":    "farroctl ls --json for now",
-	"logs":   "none yet",
 	"export": "none: export reads a spool (--store SPOOL_DIR, or --spool with FARRO_STORE unset), and farroctl import --store URL FILE moves it into the database",
 }
 

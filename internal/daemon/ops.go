@@ -30,7 +30,7 @@ var MetricsAllowRemoteFlag = &cli.BoolFlag{
 // events keep it current in between).
 var MetricsRescanFlag = &cli.DurationFlag{
 	Name: "metrics-rescan", Value: time.Minute, EnvVars: []string{"FARRO_METRICS_RESCAN"},
-	Usage: "with --metrics-addr: full relisting period of the spool behind farro_jobs (fsnotify keeps it current in between)",
+	Usage: "with --metrics-addr: full relisting period of the spool behind farro_jobs (fsnotify keeps it current in between); on a PostgreSQL store, how often farro_jobs is read from the database",
 }
 
 const metricsKey = "farro-metrics-server"

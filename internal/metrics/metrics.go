@@ -302,7 +302,7 @@ func Registry(daemon string) *prometheus.Registry {
 		r.MustRegister(finished, runTime, queueWait, claimTime, commitTime, claimFailed, slots, slotsBusy,
 			crawlPages, crawlBytes, crawlRobotsDenied)
 	case Managerd:
-		r.MustRegister(retries, outOfAttempts, promoted, spoolC, crawlDomains{}, crawlPending{}, retentionRemoved, submitted)
+		r.MustRegister(retries, outOfAttempts, promoted, spoolC, storeC, crawlDomains{}, crawlPending{}, retentionRemoved, submitted)
 	case Watchdogd:
 		r.MustRegister(recoveries, recoveryFailed, recoveryWaits)
 	}

@@ -252,6 +252,20 @@ func (s *Store) remove(ctx context.Context, id, op string, check func(*job.Job) 
 // heart-beats within both is never touched. Rows another transaction is
 // changing are skipped (the next pass sees them).
 func (s *Store) Recover(ctx context.Context, opts store.RecoverOptions) ([]job.Outcome, error) {
+	return s.recover(ctx, opts, nil)
+}
+
+// RecoverJobs is Recover limited to the jobs ids (farroctl fsck
+// --repair: only the jobs it reported), by the same rules.
+func (s *Store) RecoverJobs(ctx context.Context, ids []string, opts store.RecoverOptions) ([]job.Outcome, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.recover(ctx, opts, ids)
+}
+
+// recover is Recover, of the jobs ids only when ids is not nil.
+func (s *Store) recover(ctx context.Context, opts store.RecoverOptions, ids []string) ([]job.Outcome, error) {
 	if opts.Actor == "" {
 		opts.Actor = "watchdogd"
 	}
@@ -263,7 +277,8 @@ func (s *Store) Recover(ctx context.Context, opts store.RecoverOptions) ([]job.O
 		rows, err := tx.Query(ctx, `SELECT now(), lease_until, `+jobCols+` FROM jobs
 			WHERE status = 'in-progress' AND (lease_until IS NULL OR lease_until + $1::interval < now()
 				OR ($2::interval > '0' AND last_heartbeat < now() - $2::interval - $1::interval))
-			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, opts.Grace, opts.SilentAfter)
+			AND ($3::text[] IS NULL OR id = ANY($3))
+			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, opts.Grace, opts.SilentAfter, ids)
 		if err != nil {
 			return err
 		}
