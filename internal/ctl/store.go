@@ -50,6 +50,9 @@ func (c *Ctl) OnStore() bool { return store.IsPostgresURL(c.Store) }
 // openStore connects to the PostgreSQL store (its pool is opened only
 // by the commands that need it) with the command's time limit.
 func (c *Ctl) openStore() (store.Store, context.Context, func(), error) {
+	if c.pool != nil {
+		return c.pooled()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 	st, err := pgstore.Open(ctx, c.Store)
 	if err != nil {
