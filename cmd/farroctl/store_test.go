@@ -53,7 +53,6 @@ func TestStoreWiring(t *testing.T) {
 		{[]string{"fsck"}, []string{"farroctl: fsck works on a spool only for now", "farroctl migrate --status"}},
 		{[]string{"metrics"}, []string{"farroctl: metrics works on a spool only for now"}},
 		{[]string{"crawl", "status", "c1"}, []string{"farroctl: crawl status works on a spool only for now"}},
-		{[]string{"serve"}, []string{"farroctl: serve works on a spool only for now"}},
 		{[]string{"logs", "envjob", "--store", url}, []string{"farroctl: logs works on a spool only for now"}},
 	} {
 		code, stdout, stderr := farroctlIn("", tc.args...)
@@ -65,6 +64,12 @@ func TestStoreWiring(t *testing.T) {
 				t.Errorf("%v on a database: %q lacks %q", tc.args, stderr, w)
 			}
 		}
+	}
+	// serve works on a database: one that does not answer at start is
+	// one line naming it, exit 1, and nothing listens.
+	if code, stdout, stderr := farroctlIn("", "serve", "--listen", "127.0.0.1:0"); code != 1 || stdout != "" ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "farroctl: 127.0.0.1:1/none: ") {
+		t.Errorf("serve of an unreachable FARRO_STORE: exit %d, %q %q", code, stdout, stderr)
 	}
 	if code, stdout, _ := farroctlIn("", "completion", "bash"); code != 0 || stdout == "" {
 		t.Errorf("completion with FARRO_STORE set: exit %d", code)

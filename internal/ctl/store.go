@@ -19,7 +19,7 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused", "serve",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove)}
 
 // storeEquivalents name what to run on a database instead of a
