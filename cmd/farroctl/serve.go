@@ -19,13 +19,18 @@ const dashboardRefresh = 10 * time.Second
 func serveCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorFunc) []*cli.Command {
 	return []*cli.Command{{
 		Name:  "serve",
-		Usage: "serve a dashboard of the spool in a browser: overview, jobs, a job's history and output, crawls (read-only unless --actions)",
+		Usage: "serve a dashboard of the spool (or PostgreSQL store) in a browser: overview, jobs, a job's history and output, crawls (read-only unless --actions)",
 		Description: `Listens on --listen (loopback by default) and prints the URL. Pages are
 rendered on the server and need no JavaScript: the overview (jobs per state
 and kind with stats --ages' buckets, the last hour from the event stream, the
 oldest queued job, agents and the jobs they hold), the jobs (filters, pages),
 a job (job.json, history, output per attempt) and the crawls (status,
 budgets, domains, why). It reads the spool with farroctl's own code.
+With --store postgres://... (or FARRO_STORE) it reads the database
+instead, on one pool of at most 4 connections, each request bounded to
+15s (a database that does not answer makes the page say so, and it
+works again once the database is back); the crawls and a job's output
+are kept in a spool only, and those pages say where to look instead.
 With --actions a random token is printed at start; entered at /login, it
 enables the buttons hold, release, cancel, requeue, kill, retry and rm on a
 job's page (POST only, with the token in the form and a same-site cookie).

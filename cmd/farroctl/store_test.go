@@ -52,7 +52,6 @@ func TestStoreWiring(t *testing.T) {
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"init"}, []string{"farroctl: init works on a spool only for now", "farroctl migrate creates the schema"}},
 		{[]string{"crawl", "status", "c1"}, []string{"farroctl: crawl status works on a spool only for now"}},
-		{[]string{"serve"}, []string{"farroctl: serve works on a spool only for now"}},
 	} {
 		code, stdout, stderr := farroctlIn("", tc.args...)
 		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 {
@@ -76,6 +75,12 @@ func TestStoreWiring(t *testing.T) {
 	}
 	if code, stdout, stderr := farroctlIn("", "--store", url, "__jobids", "show", "env"); code != 0 || stdout != "envjob\n" {
 		t.Errorf("__jobids on a database: exit %d, %q %q", code, stdout, stderr)
+	}
+	// serve works on a database: one that does not answer at start is
+	// one line naming it, exit 1, and nothing listens.
+	if code, stdout, stderr := farroctlIn("", "serve", "--listen", "127.0.0.1:0"); code != 1 || stdout != "" ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "farroctl: 127.0.0.1:1/none: ") {
+		t.Errorf("serve of an unreachable FARRO_STORE: exit %d, %q %q", code, stdout, stderr)
 	}
 	if code, stdout, _ := farroctlIn("", "completion", "bash"); code != 0 || stdout == "" {
 		t.Errorf("completion with FARRO_STORE set: exit %d", code)

@@ -12,6 +12,7 @@
 package ctl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +92,12 @@ type Ctl struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Now    func() time.Time // nil: time.Now
+
+	// pool, when set (OpenStorePool), is the connection pool every
+	// command of this Ctl uses on Store, instead of one of its own; ctx
+	// (WithContext) then bounds their work.
+	pool *storePool
+	ctx  context.Context
 }
 
 func (c *Ctl) now() time.Time {

@@ -17,6 +17,7 @@ import (
 	"github.com/farro-dev/farro/internal/spoolview"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
 // This file gives the read side of farroctl's commands as values rather
@@ -25,12 +26,20 @@ import (
 // events, crawl ls/status and crawl why use, so the dashboard has no
 // reader of the spool's files of its own.
 
+// On a PostgreSQL store (OnStore) each reads the database through the
+// CLI's store paths (store.go, pgops.go, servestore.go); the crawls and a
+// job's output, kept in a spool only, are ErrSpoolOnly errors saying
+// where they are instead.
+
 // Spool returns the spool at Root, which must exist (as every reading
 // command requires).
 func (c *Ctl) Spool() (*job.Spool, error) { return c.existing() }
 
 // StatsOf is stats --json's document.
 func (c *Ctl) StatsOf() (*Stats, error) {
+	if c.OnStore() {
+		return c.storeCount()
+	}
 	s, err := c.existing()
 	if err != nil {
 		return nil, err
@@ -49,6 +58,9 @@ type Shape struct {
 
 // ShapeOf computes the spool's Shape as of now (stats --ages' pass).
 func (c *Ctl) ShapeOf() (*Shape, error) {
+	if c.OnStore() {
+		return c.storeShape()
+	}
 	s, err := c.existing()
 	if err != nil {
 		return nil, err
@@ -60,6 +72,9 @@ func (c *Ctl) ShapeOf() (*Shape, error) {
 // every agent directory holding jobs, with those jobs (kind, attempt,
 // last heartbeat). It lists in-progress/ only (not the whole spool).
 func (c *Ctl) WorkersOf() (TopDoc, error) {
+	if c.OnStore() {
+		return c.storeWorkers()
+	}
 	s, err := c.existing()
 	if err != nil {
 		return TopDoc{}, err
@@ -79,6 +94,10 @@ func (c *Ctl) WorkersOf() (TopDoc, error) {
 
 // AgentsOf is agents --json's document.
 func (c *Ctl) AgentsOf() (registry.Listing, error) {
+	if c.OnStore() {
+		l, _, err := c.storeAgents()
+		return l, err
+	}
 	s, err := c.existing()
 	if err != nil {
 		return registry.Listing{}, err
@@ -119,10 +138,6 @@ type JobPage struct {
 // itself, or, when a filter needs job.json (Kind, MinAge, Text that is
 // not in the ID), the entries in order until the page is full.
 func (c *Ctl) JobsPage(q JobQuery) (*JobPage, error) {
-	s, err := c.existing()
-	if err != nil {
-		return nil, err
-	}
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
@@ -131,6 +146,13 @@ func (c *Ctl) JobsPage(q JobQuery) (*JobPage, error) {
 	}
 	if q.Now.IsZero() {
 		q.Now = c.now()
+	}
+	if c.OnStore() {
+		return c.storeJobsPage(q)
+	}
+	s, err := c.existing()
+	if err != nil {
+		return nil, err
 	}
 	es, err := walk(s, q.States)
 	if err != nil {
@@ -244,6 +266,13 @@ func (c *Ctl) ShowOf(id string) (*ShowDoc, error) {
 	if err := job.ValidateID(id); err != nil {
 		return nil, UsageError(err)
 	}
+	if c.OnStore() {
+		doc, err := c.storeShow(id)
+		if err != nil {
+			return nil, err
+		}
+		return &doc, nil
+	}
 	s, err := c.existing()
 	if err != nil {
 		return nil, err
@@ -341,10 +370,14 @@ type OutputTail struct {
 
 // OutputOf returns the tail (at most max bytes) of each stream of each
 // attempt of job id's output, oldest attempt first: logs' files, opened
-// as logs opens them (regular files only, never blocking).
+// as logs opens them (regular files only, never blocking). On a
+// database it is an ErrSpoolOnly error naming where the output is.
 func (c *Ctl) OutputOf(id string, max int64) ([]OutputTail, error) {
 	if err := job.ValidateID(id); err != nil {
 		return nil, UsageError(err)
+	}
+	if c.OnStore() {
+		return nil, c.storeOutput(id)
 	}
 	s, err := c.existing()
 	if err != nil {
@@ -403,10 +436,17 @@ func max64(a, b int64) int64 {
 type EventTail struct {
 	r     *eventsReader
 	lines []job.StreamLine
+
+	// on a database (storeTail): the feed, read on c's pool
+	c    *Ctl
+	feed *pgstore.Feed
 }
 
 // TailEvents starts a tail of the stream at the lines newer than since.
 func (c *Ctl) TailEvents(since time.Duration) (*EventTail, error) {
+	if c.OnStore() {
+		return c.storeTail(since)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return nil, err
@@ -422,14 +462,20 @@ func (c *Ctl) TailEvents(since time.Duration) (*EventTail, error) {
 // Next returns the lines appended since the last call, and how many
 // unreadable lines were skipped in all.
 func (t *EventTail) Next() ([]job.StreamLine, int, error) {
+	if t.feed != nil {
+		return t.nextFromStore(nil)
+	}
 	t.lines = nil
 	err := t.r.pass(false) // a line being written is read whole next time
 	return t.lines, t.r.bad, err
 }
 
 // CrawlsOf is crawl ls --json's summaries; a crawl that cannot be read
-// is reported in problems.
+// is reported in problems. On a database it is ErrSpoolOnly.
 func (c *Ctl) CrawlsOf() (sums []*CrawlSummary, problems []string, err error) {
+	if c.OnStore() {
+		return nil, nil, errCrawlsSpoolOnly
+	}
 	s, err := c.existing()
 	if err != nil {
 		return nil, nil, err
@@ -451,8 +497,12 @@ func (c *Ctl) CrawlsOf() (sums []*CrawlSummary, problems []string, err error) {
 }
 
 // CrawlOf is crawl status --json's summary (with the domain table) and
-// the crawl's configuration (its budgets, delays).
+// the crawl's configuration (its budgets, delays). On a database it is
+// ErrSpoolOnly.
 func (c *Ctl) CrawlOf(name string) (*CrawlSummary, *crawl.Crawl, error) {
+	if c.OnStore() {
+		return nil, nil, errCrawlsSpoolOnly
+	}
 	_, st, cr, err := c.crawlStore(name)
 	if err != nil {
 		return nil, nil, err
@@ -466,6 +516,9 @@ func (c *Ctl) CrawlOf(name string) (*CrawlSummary, *crawl.Crawl, error) {
 
 // WhyOf is crawl why --json's answer.
 func (c *Ctl) WhyOf(name, rawURL string) (*WhyAnswer, error) {
+	if c.OnStore() {
+		return nil, errCrawlsSpoolOnly
+	}
 	s, st, cr, err := c.crawlStore(name)
 	if err != nil {
 		return nil, err

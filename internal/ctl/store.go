@@ -20,7 +20,7 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused", "serve",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove),
 	"fsck", "logs", "metrics", completion.JobIDsCommand}
 
@@ -49,6 +49,9 @@ func (c *Ctl) OnStore() bool { return store.IsPostgresURL(c.Store) }
 // openStore connects to the PostgreSQL store (its pool is opened only
 // by the commands that need it) with the command's time limit.
 func (c *Ctl) openStore() (store.Store, context.Context, func(), error) {
+	if c.pool != nil {
+		return c.pooled()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 	st, err := pgstore.Open(ctx, c.Store)
 	if err != nil {

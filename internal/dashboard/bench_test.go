@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/ctl"
+	"github.com/farro-dev/farro/internal/testpg"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -35,6 +36,7 @@ var bigShape = []struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testpg.Stop() // the PostgreSQL of store_test.go, if started
 	if bigSpool.dir != "" {
 		os.RemoveAll(bigSpool.dir)
 	}

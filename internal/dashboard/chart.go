@@ -57,7 +57,7 @@ func (h *hourWindow) update(c *ctl.Ctl, now time.Time) ([]finish, int, error) {
 		}
 		h.tail = t
 	}
-	lines, bad, err := h.tail.Next()
+	lines, bad, err := h.tail.NextFor(c)
 	if err != nil {
 		return nil, 0, err
 	}

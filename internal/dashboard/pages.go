@@ -22,6 +22,7 @@ type page struct {
 	Title   string
 	Nav     string
 	Spool   string
+	OnStore bool // a PostgreSQL store: no files, no locks
 	Actions bool
 	Authed  bool
 	Refresh int // seconds; 0: no reload
@@ -32,8 +33,12 @@ type page struct {
 }
 
 func (s *Server) base(r *http.Request, title, nav string) page {
-	return page{Title: title, Nav: nav, Spool: s.cfg.Ctl.Root, Actions: s.cfg.Actions, Authed: s.authed(r),
+	p := page{Title: title, Nav: nav, Spool: s.cfg.Ctl.Root, Actions: s.cfg.Actions, Authed: s.authed(r),
 		Msg: oneLine(r.URL.Query().Get("msg"), 300), Now: time.Now().UTC()}
+	if s.cfg.Ctl.OnStore() {
+		p.Spool, p.OnStore = "PostgreSQL "+s.cfg.Ctl.StoreName(), true
+	}
+	return p
 }
 
 func (s *Server) render(w http.ResponseWriter, status int, name string, p page) {
@@ -51,6 +56,25 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, err er
 	p := s.base(r, http.StatusText(status), "")
 	p.Err = oneLine(err.Error(), 2000)
 	s.render(w, status, "error", p)
+}
+
+// failRead reports a page's reading that failed: on a database, one that
+// did not answer or answered an error (503: the same page works again
+// once it answers; the server keeps running), else a 500.
+func (s *Server) failRead(w http.ResponseWriter, r *http.Request, err error) {
+	if s.cfg.Ctl.OnStore() {
+		s.fail(w, r, http.StatusServiceUnavailable, fmt.Errorf("the database %s did not answer: %v (reload once it is back)", s.cfg.Ctl.StoreName(), err))
+		return
+	}
+	s.fail(w, r, http.StatusInternalServerError, err)
+}
+
+// spoolOnly renders, with a 200, the one line that says a page is kept
+// in a spool only and where to look instead (err is ctl.ErrSpoolOnly).
+func (s *Server) spoolOnly(w http.ResponseWriter, r *http.Request, title, nav string, err error) {
+	p := s.base(r, title, nav)
+	p.Data = oneLine(err.Error(), 2000)
+	s.render(w, http.StatusOK, "spoolonly", p)
 }
 
 // ---- overview
@@ -90,10 +114,10 @@ type agentRow struct {
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
-	c := s.cfg.Ctl
+	c := s.ctl(r)
 	st, err := c.StatsOf()
 	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
+		s.failRead(w, r, err)
 		return
 	}
 	d := overviewData{Stats: st}
@@ -105,14 +129,18 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Edges = append(d.Edges, ">"+strings.TrimPrefix(d.Edges[len(d.Edges)-1], "≤"))
 	sh, shErr := s.currentShape()
+	reads := "every job.json"
+	if c.OnStore() {
+		reads = "every job of the database"
+	}
 	switch {
 	case sh != nil:
 		d.ShapeAt = sh.At
-		d.ShapeNote = "ages and kinds as of " + sh.At.Format(time.RFC3339) + " (recomputed at most every " + s.cfg.ShapeEvery.String() + ": it reads every job.json)"
+		d.ShapeNote = "ages and kinds as of " + sh.At.Format(time.RFC3339) + " (recomputed at most every " + s.cfg.ShapeEvery.String() + ": it reads " + reads + ")"
 	case shErr != nil:
 		d.ShapeNote = "ages and kinds unavailable: " + oneLine(shErr.Error(), 300)
 	default:
-		d.ShapeNote = "ages and kinds are being computed (they read every job.json); reload in a moment"
+		d.ShapeNote = "ages and kinds are being computed (they read " + reads + "); reload in a moment"
 	}
 	for _, state := range job.States {
 		row := stateRow{State: state, Count: st.States[state]}
@@ -141,7 +169,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	if top, err := c.WorkersOf(); err == nil {
 		d.Top = top
 	}
-	d.Agents, d.Daemons = s.agentRows(d.Top)
+	d.Agents, d.Daemons = s.agentRows(c, d.Top)
 	p := s.base(r, "Overview", "overview")
 	p.Refresh = int(s.cfg.Refresh / time.Second)
 	p.Data = d
@@ -150,8 +178,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 
 // agentRows joins the registry (agents --json) with what each agent holds
 // (top --json's workers).
-func (s *Server) agentRows(top ctl.TopDoc) (agents, daemons []agentRow) {
-	l, err := s.cfg.Ctl.AgentsOf()
+func (s *Server) agentRows(c *ctl.Ctl, top ctl.TopDoc) (agents, daemons []agentRow) {
+	l, err := c.AgentsOf()
 	held := map[string][]ctl.TopJob{}
 	for _, w := range top.Workers {
 		held[w.Agent] = w.Jobs
@@ -306,9 +334,9 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Offset, jq.Offset = n, n
 	}
-	pg, err := s.cfg.Ctl.JobsPage(jq)
+	pg, err := s.ctl(r).JobsPage(jq)
 	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
+		s.failRead(w, r, err)
 		return
 	}
 	d := jobsData{Page: pg, Q: f, States: job.States, From: f.Offset + 1, To: f.Offset + len(pg.Rows)}
@@ -337,13 +365,14 @@ type jobData struct {
 	HistErr string
 	Output  []ctl.OutputTail
 	OutErr  string
+	OutNote string // the output is not here (a database): where it is
 	Actions []string
 	Token   string
 }
 
 func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	c := s.cfg.Ctl
+	c := s.ctl(r)
 	doc, err := c.ShowOf(id)
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -351,6 +380,9 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusBadRequest
 		} else if errors.Is(err, job.ErrNotFound) || strings.Contains(err.Error(), "not found") {
 			status = http.StatusNotFound
+		} else {
+			s.failRead(w, r, err)
+			return
 		}
 		s.fail(w, r, status, err)
 		return
@@ -369,7 +401,9 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	if d.History, err = c.HistoryOf(doc.ID); err != nil {
 		d.HistErr = oneLine(err.Error(), 500)
 	}
-	if d.Output, err = c.OutputOf(doc.ID, s.cfg.OutputTail); err != nil {
+	if d.Output, err = c.OutputOf(doc.ID, s.cfg.OutputTail); errors.Is(err, ctl.ErrSpoolOnly) {
+		d.OutNote = oneLine(err.Error(), 500)
+	} else if err != nil {
 		d.OutErr = oneLine(err.Error(), 500)
 	}
 	if s.cfg.Actions {
@@ -418,7 +452,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out, errs bytes.Buffer
-	c := *s.cfg.Ctl
+	c := *s.ctl(r)
 	c.Stdout, c.Stderr = &out, &errs
 	c.Stdin = strings.NewReader("")
 	err := c.Act(action, []string{id}, ctl.ActOptions{Note: oneLine(r.PostForm.Get("note"), 500)})
@@ -476,6 +510,10 @@ func safeNext(next string) string {
 
 func (s *Server) crawls(w http.ResponseWriter, r *http.Request) {
 	sums, problems, err := s.cfg.Ctl.CrawlsOf()
+	if errors.Is(err, ctl.ErrSpoolOnly) {
+		s.spoolOnly(w, r, "Crawls", "crawls", err)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -501,6 +539,10 @@ type crawlData struct {
 func (s *Server) crawlPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	sum, cr, err := s.cfg.Ctl.CrawlOf(name)
+	if errors.Is(err, ctl.ErrSpoolOnly) {
+		s.spoolOnly(w, r, "Crawl "+name, "crawls", err)
+		return
+	}
 	if err != nil {
 		status := http.StatusInternalServerError
 		if ctl.ExitCode(err) == ctl.ExitUsage {

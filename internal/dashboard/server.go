@@ -1,5 +1,5 @@
 // Package dashboard is farroctl serve: a read-only web view of the spool
-// (overview, jobs, a job, crawls) rendered on the server with
+// or the PostgreSQL store (overview, jobs, a job, crawls) rendered on the server with
 // html/template, and, when enabled, the operator actions of farroctl
 // behind a per-start token. Every read goes through internal/ctl, the
 // code of farroctl's own commands.
@@ -27,7 +27,9 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	// Ctl reads the spool (Root); its Stdout and Stderr are not used.
+	// Ctl reads the spool (Root), or the PostgreSQL store (Store) through
+	// one pool (ctl.OpenStorePool, as Run opens it); its Stdout and
+	// Stderr are not used.
 	Ctl *ctl.Ctl
 	// Actions enables the operator actions (hold, release, cancel,
 	// requeue, kill, retry, rm), each of which must carry Token.
@@ -47,7 +49,19 @@ type Config struct {
 	ShapeWait time.Duration
 	// OutputTail bounds the bytes of each output file shown (default 8 KiB).
 	OutputTail int64
+	// RequestTimeout bounds each request's work on a PostgreSQL store
+	// (default RequestTimeout); a spool's reads are bounded by its
+	// capped, non-blocking readers.
+	RequestTimeout time.Duration
 }
+
+// On a PostgreSQL store (Ctl.OnStore) the server reads the database
+// through one pool of at most PoolMaxConns connections for its
+// lifetime (Run: ctl.OpenStorePool), each request under RequestTimeout.
+const (
+	PoolMaxConns   = 4
+	RequestTimeout = 15 * time.Second
+)
 
 // Server serves the dashboard.
 type Server struct {
@@ -68,7 +82,7 @@ const CookieName = "farro_token"
 // New returns a Server for cfg.
 func New(cfg Config) (*Server, error) {
 	if cfg.Ctl == nil {
-		return nil, errors.New("dashboard: no spool")
+		return nil, errors.New("dashboard: no spool or store")
 	}
 	if cfg.Actions && len(cfg.Token) < 16 {
 		return nil, errors.New("dashboard: actions need a token of at least 16 characters")
@@ -84,6 +98,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.OutputTail <= 0 {
 		cfg.OutputTail = 8 << 10
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = RequestTimeout
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /{$}", s.overview)
@@ -109,7 +126,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "farroctl serve: refused: Host "+r.Host+" is not a loopback address (start with --allow-remote to serve other hosts)", http.StatusMisdirectedRequest)
 		return
 	}
+	if s.cfg.Ctl.OnStore() {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// ctl is the Ctl of request r: on a database, bounded by r's context
+// (ServeHTTP's timeout, or the client going away).
+func (s *Server) ctl(r *http.Request) *ctl.Ctl {
+	if !s.cfg.Ctl.OnStore() {
+		return s.cfg.Ctl
+	}
+	return s.cfg.Ctl.WithContext(r.Context())
 }
 
 // loopbackHost reports whether a Host header names this machine's
@@ -202,9 +233,9 @@ func CheckListen(addr string, allowRemote bool) error {
 	return nil
 }
 
-// Run is farroctl serve: it checks the address, opens the spool, listens,
-// prints the URL (and the token, with actions) and serves until the
-// context ends.
+// Run is farroctl serve: it checks the address, opens the spool (or the
+// PostgreSQL store's one pool), listens, prints the URL (and the token,
+// with actions) and serves until the context ends.
 func Run(c *ctl.Ctl, o Options) error {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:8080"
@@ -215,13 +246,26 @@ func Run(c *ctl.Ctl, o Options) error {
 	if o.Refresh < 0 {
 		return ctl.Usagef("--refresh must not be negative")
 	}
-	if _, err := c.Spool(); err != nil {
-		return err
-	}
-	if abs, err := filepath.Abs(c.Root); err == nil {
-		cc := *c
-		cc.Root = abs
-		c = &cc
+	where := c.Root
+	if c.OnStore() {
+		// Requests are bounded by their own context (ServeHTTP); the pool's
+		// bound is a command's, for the age shape computed in the background.
+		pooled, closePool, err := c.OpenStorePool(PoolMaxConns, ctl.StoreTimeout)
+		if err != nil {
+			return err
+		}
+		defer closePool()
+		c, where = pooled, "the PostgreSQL store "+c.StoreName()
+	} else {
+		if _, err := c.Spool(); err != nil {
+			return err
+		}
+		if abs, err := filepath.Abs(c.Root); err == nil {
+			cc := *c
+			cc.Root = abs
+			c = &cc
+		}
+		where = c.Root
 	}
 	cfg := Config{Ctl: c, Actions: o.Actions, AllowRemote: o.AllowRemote, Refresh: o.Refresh, PageSize: o.PageSize}
 	if o.Actions {
@@ -247,7 +291,7 @@ func Run(c *ctl.Ctl, o Options) error {
 	if addr.IP.IsUnspecified() {
 		host = net.JoinHostPort("127.0.0.1", fmt.Sprint(addr.Port))
 	}
-	fmt.Fprintf(o.Stdout, "farroctl serve: dashboard of %s at http://%s/\n", c.Root, host)
+	fmt.Fprintf(o.Stdout, "farroctl serve: dashboard of %s at http://%s/\n", where, host)
 	if o.Actions {
 		fmt.Fprintf(o.Stdout, "farroctl serve: actions enabled; token (valid until this process stops): %s\nfarroctl serve: enter it at http://%s/login\n", cfg.Token, host)
 	} else {

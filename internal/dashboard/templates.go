@@ -84,6 +84,8 @@ svg{background:#fff;border:1px solid #ddd}
 
 {{define "error"}}{{template "head" .}}<h1>{{.Title}}</h1>{{template "foot" .}}{{end}}
 
+{{define "spoolonly"}}{{template "head" .}}<h1>{{.Title}}</h1><p class="note" id="spool-only">{{.Data}}</p>{{template "foot" .}}{{end}}
+
 {{define "overview"}}{{template "head" .}}{{with .Data}}
 <h1>Overview</h1>
 <table id="states"><tr><th>state</th><th>jobs</th>{{range .Edges}}<th>{{.}}</th>{{end}}<th>unreadable</th><th>kinds</th></tr>
@@ -91,9 +93,10 @@ svg{background:#fff;border:1px solid #ddd}
 {{if .HasShape}}{{range .Buckets}}<td class="n">{{if .}}{{.}}{{end}}</td>{{end}}<td class="n">{{if .Unreadable}}{{.Unreadable}}{{end}}</td><td>{{.Kinds}}</td>
 {{else}}{{range $.Data.Edges}}<td></td>{{end}}<td></td><td></td>{{end}}</tr>
 {{end}}<tr><th>total</th><td class="n" id="total">{{.Stats.Total}}</td><td colspan="12" class="note">{{.ShapeNote}}</td></tr></table>
-<p>locks <b id="locks">{{.Stats.Locks}}</b> · corrupt <b id="corrupt">{{.Stats.Corrupt}}</b> · tmp <b>{{.Stats.Tmp}}</b>
+<p>{{if $.OnStore}}<span class="note" id="store-note">jobs are rows of the database: no locks, corrupt or temporary files</span>
+{{else}}locks <b id="locks">{{.Stats.Locks}}</b> · corrupt <b id="corrupt">{{.Stats.Corrupt}}</b> · tmp <b>{{.Stats.Tmp}}</b>
 {{if .Stats.Hostile}} · <span class="problem">hostile entries {{.Stats.Hostile}} (run farroctl fsck)</span>{{end}}
-{{if .Stats.PausedKinds}} · paused kinds: <b>{{join .Stats.PausedKinds ", "}}</b>{{end}}</p>
+{{end}}{{if .Stats.PausedKinds}} · paused kinds: <b>{{join .Stats.PausedKinds ", "}}</b>{{end}}</p>
 <p>oldest queued job: {{if .Stats.OldestQueuedID}}<a id="oldest" href="/jobs/{{path .Stats.OldestQueuedID}}">{{.Stats.OldestQueuedID}}</a> ({{.OldestAge}} old){{else}}<span id="oldest">none</span>{{end}}</p>
 <h2>Last hour</h2>
 <p>succeeded <b id="succeeded-hour">{{.Chart.Succeeded}}</b> · failed or killed <b id="failures-hour">{{.Chart.Failures}}</b>
@@ -108,7 +111,7 @@ svg{background:#fff;border:1px solid #ddd}
 <table id="agents"><tr><th>agent</th><th>state</th><th>pid</th><th>slots</th><th>jobs held</th><th>last seen</th><th>started</th><th>running jobs (kind, attempt, last heartbeat)</th></tr>
 {{range .Agents}}<tr><td>{{.ID}}</td><td class="{{if eq .State "live"}}live{{else}}gone{{end}}">{{.State}}</td><td class="n">{{.PID}}</td><td class="n">{{.Slots}}</td><td class="n">{{.JobsHeld}}</td><td>{{.LastSeen}}</td><td>{{.Started}}</td>
 <td>{{range .Jobs}}<div><a href="/jobs/{{path .ID}}">{{.ID}}</a> {{.Kind}} #{{.Attempt}} heartbeat {{since .LastHeartbeat}}{{if .Problem}} <span class="problem">{{.Problem}}</span>{{end}}</div>{{end}}</td></tr>
-{{else}}<tr><td colspan="8" class="note">no agent has registered in this spool</td></tr>{{end}}</table>
+{{else}}<tr><td colspan="8" class="note">no agent has registered in this {{if $.OnStore}}database{{else}}spool{{end}}</td></tr>{{end}}</table>
 {{if .Daemons}}<table id="daemons"><tr><th>daemon</th><th>state</th><th>pid</th><th>last seen</th><th>started</th></tr>
 {{range .Daemons}}<tr><td>{{.ID}}</td><td class="{{if eq .State "live"}}live{{else}}gone{{end}}">{{.State}}</td><td class="n">{{.PID}}</td><td>{{.LastSeen}}</td><td>{{.Started}}</td></tr>{{end}}</table>{{end}}
 {{end}}{{template "foot" .}}{{end}}
@@ -122,7 +125,7 @@ in its state for at least <select name="age"><option value="">any time</option>{
 text <input name="q" value="{{.Q.Text}}" size="18" placeholder="in ID or reason">
 <select name="sort"><option value="newest">newest first</option><option value="oldest"{{if eq .Q.Sort "oldest"}} selected{{end}}>oldest first</option></select>
 <button type="submit">filter</button></form>
-<p class="note" id="pageinfo">{{if .Page.Rows}}{{.From}}–{{.To}}{{else}}no job{{end}}{{if .Page.Exact}} of {{.Page.Matched}}{{end}} · {{.Page.Listed}} listed · {{.Page.JobFilesRead}} job.json read</p>
+<p class="note" id="pageinfo">{{if .Page.Rows}}{{.From}}–{{.To}}{{else}}no job{{end}}{{if .Page.Exact}} of {{.Page.Matched}}{{end}} · {{.Page.Listed}} listed{{if not $.OnStore}} · {{.Page.JobFilesRead}} job.json read{{end}}</p>
 <table id="jobs"><tr><th>ID</th><th>status</th><th>kind</th><th>pri</th><th>attempts</th><th>agent</th><th>updated</th><th>reason</th></tr>
 {{range .Page.Rows}}<tr><td><a href="/jobs/{{path .ID}}">{{.ID}}</a></td>
 {{if .Problem}}<td class="problem">!{{.Location}}</td><td colspan="6" class="problem">{{.Problem}}</td>
@@ -139,7 +142,7 @@ text <input name="q" value="{{.Q.Text}}" size="18" placeholder="in ID or reason"
 <tr><th>attempts</th><td>{{.Attempts}} of {{if $.Data.Doc.MaxAttemptsApplied}}{{$.Data.Doc.MaxAttemptsApplied}} ({{$.Data.Doc.MaxAttemptsFrom}}){{else}}-{{end}}</td></tr>
 <tr><th>reason</th><td id="reason">{{dash .Reason}}</td></tr>{{if .Error}}<tr><th>error</th><td>{{.Error}}</td></tr>{{end}}
 <tr><th>created</th><td>{{tsv .CreatedAt}}</td></tr><tr><th>updated</th><td>{{tsv .UpdatedAt}}</td></tr>{{end}}
-<tr><th>directory</th><td>{{.Doc.Dir}}</td></tr>
+{{if not $.OnStore}}<tr><th>directory</th><td>{{.Doc.Dir}}</td></tr>{{end}}
 {{with .Doc.Lock}}<tr><th>lock</th><td>{{if .Owner}}{{.Owner.Actor}} pid {{.Owner.PID}} ({{.Verdict}}){{end}} {{.Problem}}</td></tr>{{end}}
 {{with .Doc.Control}}<tr><th>control</th><td>{{.Action}} requested</td></tr>{{end}}</table>
 {{if .Actions}}<h2>Actions</h2>
@@ -152,9 +155,9 @@ text <input name="q" value="{{.Q.Text}}" size="18" placeholder="in ID or reason"
 {{end}}</table>
 <h2>Output</h2>
 {{if .OutErr}}<p class="problem">{{.OutErr}}</p>{{end}}
-{{range .Output}}<h3>attempt {{.Attempt}}, {{.Stream}} ({{.Size}} bytes{{if .Truncated}}, last part{{end}})</h3>{{if .Problem}}<p class="problem">{{.Problem}}</p>{{end}}<pre>{{.Tail}}</pre>
-{{else}}<p class="note">no output</p>{{end}}
-<h2>job.json</h2>{{if .JobJSON}}<pre id="jobjson">{{.JobJSON}}</pre>{{else}}<p class="problem">job.json unreadable</p>{{end}}
+{{if .OutNote}}<p class="note" id="output-note">{{.OutNote}}</p>{{else}}{{range .Output}}<h3>attempt {{.Attempt}}, {{.Stream}} ({{.Size}} bytes{{if .Truncated}}, last part{{end}})</h3>{{if .Problem}}<p class="problem">{{.Problem}}</p>{{end}}<pre>{{.Tail}}</pre>
+{{else}}<p class="note">no output</p>{{end}}{{end}}
+<h2>{{if $.OnStore}}the job's row{{else}}job.json{{end}}</h2>{{if .JobJSON}}<pre id="jobjson">{{.JobJSON}}</pre>{{else}}<p class="problem">job.json unreadable</p>{{end}}
 {{if .Prompt}}<h2>prompt.json</h2><pre>{{.Prompt}}</pre>{{end}}
 {{end}}{{template "foot" .}}{{end}}
 
