@@ -19,6 +19,7 @@ import (
 	"github.com/farro-dev/farro/internal/metrics"
 	_ "github.com/farro-dev/farro/internal/metricsd" // --metrics-addr serves internal/metrics
 	"github.com/farro-dev/farro/internal/registry"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 func main() {
@@ -113,7 +114,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		}
 		var fdone chan error
 		if c.Bool("frontier") {
-			fr := frontier.New(frontier.Config{Spool: spool, Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify,
+			fr := frontier.New(frontier.Config{Spool: spool, Store: spoolstore.New(spool), Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify,
 				DomainCache: c.Int("domain-cache")})
 			metrics.SetCrawlDomains(fr.DomainCounts)
 			metrics.SetCrawlPending(fr.PendingURLs)

@@ -1,12 +1,14 @@
 package crawl
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"time"
 
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // CancelOutcome says what CancelJob did.
@@ -19,37 +21,29 @@ const (
 	CancelTerminal                       // already succeeded or killed
 )
 
-// CancelJob cancels job id wherever it is: a job nobody runs is moved to
-// killed with reason "cancelled", a running one gets a control request.
-// fsq.ErrLocked means busy (try again); job.ErrNotFound that it is gone.
-func CancelJob(s *job.Spool, id, actor string) (CancelOutcome, error) {
-	locs, err := s.Locate(id)
+// CancelJob cancels job id wherever the job store keeps it: a job nobody
+// runs is moved to killed with reason "cancelled", a running one gets a
+// control request. store.ErrBusy means busy, job.ErrState that it moved
+// meanwhile (try again); job.ErrNotFound that it is gone.
+func CancelJob(ctx context.Context, s store.Store, id, actor string) (CancelOutcome, error) {
+	j, err := s.Get(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	var lastErr error
-	for _, l := range locs {
-		switch l.State {
-		case job.Succeeded, job.Killed:
-			return CancelTerminal, nil
-		case job.InProgress:
-			err := s.RequestControl(l.Agent, id, job.Control{Action: job.ControlCancel, Actor: actor, Reason: "crawl cancelled"})
-			if err == nil {
-				return CancelRequested, nil
-			}
-			lastErr = err
-		default:
-			if _, err := s.Move(id, l.State, job.Killed, actor, job.ReasonCancelled+": crawl cancelled", nil); err != nil {
-				lastErr = err
-				continue
-			}
-			return CancelDone, nil
+	switch j.Status {
+	case job.Succeeded, job.Killed:
+		return CancelTerminal, nil
+	case job.InProgress:
+		if err := s.RequestControl(ctx, id, job.Control{Action: job.ControlCancel, Actor: actor, Reason: "crawl cancelled"}); err != nil {
+			return 0, err
 		}
+		return CancelRequested, nil
+	default:
+		if _, err := s.Move(ctx, id, j.Status, job.Killed, actor, job.ReasonCancelled+": crawl cancelled", nil); err != nil {
+			return 0, err
+		}
+		return CancelDone, nil
 	}
-	if lastErr == nil {
-		lastErr = fsq.ErrLocked
-	}
-	return 0, lastErr
 }
 
 // Request is an operator request to the frontier of a crawl, a file in

@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // CrawlStartOptions are crawl start's flags: Crawl holds the configuration
@@ -273,9 +274,19 @@ func (c *Ctl) CrawlCancel(name string) (err error) {
 	}
 	// crawl.json is written under the exclusive crawl.lock, which every
 	// release pass holds shared: every job released before is in the
-	// spool now, and none will follow.
+	// job store now, and none will follow. The jobs are found, moved and
+	// asked to stop through the job store.
 	killed, asked, failed := 0, 0, 0
-	ids, err := crawlJobs(s, name, []job.State{job.Queued, job.Deferred, job.Held, job.Failed, job.Stale, job.InProgress})
+	jobs := spoolstore.New(s)
+	ctx := context.Background()
+	var ids []string
+	err = jobs.List(ctx, store.Filter{States: []job.State{job.Queued, job.Deferred, job.Held, job.Failed, job.Stale, job.InProgress}},
+		func(j *job.Job) error {
+			if _, n, ok := crawl.ParseJobID(j.ID); ok && n == name {
+				ids = append(ids, j.ID)
+			}
+			return nil
+		})
 	if err != nil {
 		return err
 	}
@@ -283,10 +294,10 @@ func (c *Ctl) CrawlCancel(name string) (err error) {
 		var out crawl.CancelOutcome
 		var err error
 		for try := 0; try < 50; try++ {
-			out, err = crawl.CancelJob(s, id, Actor)
-			// Busy (locked), or moved while we acted (vanished: its agent
-			// was committing it): locate it again.
-			if err == nil || errors.Is(err, job.ErrNotFound) || !(errors.Is(err, fsq.ErrLocked) || errors.Is(err, fsq.ErrVanished)) {
+			out, err = crawl.CancelJob(ctx, jobs, id, Actor)
+			// Busy (locked), or moved while we acted (its agent was
+			// committing it): look it up again.
+			if err == nil || errors.Is(err, job.ErrNotFound) || !(errors.Is(err, store.ErrBusy) || errors.Is(err, job.ErrState)) {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)

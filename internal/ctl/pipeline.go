@@ -13,6 +13,7 @@ import (
 	"github.com/farro-dev/farro/internal/pipeline"
 	"github.com/farro-dev/farro/internal/source"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // PipelineOptions are the flags of farroctl pipeline run|check|acquire.
@@ -85,7 +86,7 @@ func (c *Ctl) pipelineRun(o PipelineOptions) (*pipeline.Report, error) {
 		return nil, err
 	}
 	return pipeline.Run(sp, pipeline.RunOptions{
-		Mode: o.Mode, DryRun: o.DryRun, RefreshInterval: o.RefreshInterval, MaxRefresh: o.MaxRefresh, Now: c.now(),
+		Mode: o.Mode, DryRun: o.DryRun, RefreshInterval: o.RefreshInterval, MaxRefresh: o.MaxRefresh, Now: c.now(), Jobs: spoolstore.New(sp),
 		Politeness: pipeline.Politeness{MaxSources: o.MaxSources, MaxPerDomain: o.MaxPerDomain, MinDomainInterval: o.MinDomainInterval,
 			MaxDomainRequests: o.MaxDomainRequests, MaxRequests: o.MaxRequests},
 	})

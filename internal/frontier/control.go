@@ -29,7 +29,7 @@ func (d *driver) cancelInFlight(now time.Time) {
 		if t, ok := d.asked[id]; ok && now.Sub(t) < cancelAskAgain {
 			continue
 		}
-		out, err := crawl.CancelJob(d.spool, id, Actor)
+		out, err := crawl.CancelJob(d.f.ctx, d.f.jobs, id, Actor)
 		switch {
 		case err != nil && errors.Is(err, job.ErrNotFound):
 			d.finished[id] = ""
@@ -40,8 +40,8 @@ func (d *driver) cancelInFlight(now time.Time) {
 		case out == crawl.CancelDone, out == crawl.CancelTerminal:
 			// The move is seen as a watch event; look again right away
 			// in case it is not.
-			if locs, err := d.spool.Locate(id); err == nil && len(locs) == 1 && locs[0].State.Terminal() {
-				d.finished[id] = locs[0].State
+			if st, err := d.stateOf(id); err == nil && st.Terminal() {
+				d.finished[id] = st
 			}
 		}
 	}

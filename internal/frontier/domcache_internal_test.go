@@ -15,6 +15,7 @@ import (
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/fsq/fsqtest"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // writeDomains writes n domain files with one URL queued each, written
@@ -65,7 +66,7 @@ func TestReleasePassVisitsReadyOnly(t *testing.T) {
 	now := time.Now().UTC()
 	ready := "d00321.test"
 	s, st := fixtureCrawl(t, n, now, ready)
-	f := New(Config{Spool: s, Log: zerolog.Nop(), DomainCache: 2})
+	f := New(Config{Spool: s, Store: spoolstore.New(s), Log: zerolog.Nop(), DomainCache: 2})
 	d, err := openDriver(f, st)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestHostileDomainFileWhileRunning(t *testing.T) {
 			now := time.Now().UTC()
 			bad, good := "d00003.test", "d00017.test"
 			s, st := fixtureCrawl(t, 20, now, bad, good)
-			f := New(Config{Spool: s, Log: zerolog.Nop(), DomainCache: 2})
+			f := New(Config{Spool: s, Store: spoolstore.New(s), Log: zerolog.Nop(), DomainCache: 2})
 			d, err := openDriver(f, st)
 			if err != nil {
 				t.Fatal(err)

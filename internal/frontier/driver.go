@@ -43,7 +43,6 @@ type segKey struct {
 type driver struct {
 	f        *Frontier
 	st       *crawl.Store
-	spool    *job.Spool
 	log      zerolog.Logger
 	lock     *crawl.Flock
 	cfg      *crawl.Crawl
@@ -99,7 +98,7 @@ func openDriver(f *Frontier, st *crawl.Store) (*driver, error) {
 	}
 	lock.SetContent(ownerContent())
 	d := &driver{
-		f: f, st: st, spool: st.Spool, lock: lock,
+		f: f, st: st, lock: lock,
 		log:      f.log.With().Str("crawl", st.Name).Logger(),
 		domIndex: newDomIndex(f.cfg.DomainCache), inflight: map[string]string{},
 		finished: map[string]job.State{}, located: map[string]job.State{}, appends: map[segKey][]crawl.Entry{}, dirty: map[string]bool{},

@@ -10,12 +10,18 @@
 // releases before a domain's first URL, and evaluated from the stored
 // copy.
 //
+// Jobs are reached through the job store only (Config.Store, a
+// store.Store): the releases are submitted there, finished jobs are
+// located and read there, cancels are moves and control requests there.
+// The crawl's own files (crawl.json, queues, seen-set, domains, requests,
+// bodies) are internal/crawl's, in the spool's crawls/.
+//
 // One frontier drives a crawl at a time: it holds crawls/<name>/frontier.lock
 // (flock). Its state is on disk (internal/crawl), written in an order that
 // makes every step safe to repeat after a crash: queue appends are
 // fsynced before the domain files that count them, and a URL's job ID is
 // deterministic, so releasing a URL again after a crash is refused by the
-// spool and recognised as already done.
+// job store and recognised as already done.
 package frontier
 
 import (
@@ -25,6 +31,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +40,7 @@ import (
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // Actor is the name the frontier acts under in job events and locks.
@@ -40,7 +48,15 @@ const Actor = "managerd/frontier"
 
 // Config configures a Frontier.
 type Config struct {
+	// Spool is where the crawls' own files are (crawls/, the domain
+	// registry); no job is reached through it.
 	Spool *job.Spool
+	// Store is the job store: every job the frontier submits, locates,
+	// reads or cancels goes through it. It must offer store.Dirs (a
+	// fetch's result is a file in its job's directory: the spool
+	// store); store.FinishWatcher, when offered, wakes the frontier as
+	// jobs finish, else it looks its jobs in flight up every Rescan.
+	Store store.Store
 	Log   zerolog.Logger
 	// Rescan is the period of full rescans: crawls, and the location of
 	// every job in flight (default 10s; fsnotify can drop events).
@@ -95,6 +111,18 @@ type Frontier struct {
 	// regLeft: drivers stopped with registry writes not made yet, by
 	// crawl; retried every pass until made (registry.go).
 	regLeft map[string]*driver
+	// jobs is cfg.Store, dirs the same store as store.Dirs (nil: the
+	// store cannot run a crawl, Run refuses).
+	jobs store.Store
+	dirs store.Dirs
+	// rescanOnCrawls: the job store sends no wake-ups (no
+	// store.FinishWatcher, or NoNotify); the crawls/ watch's Rescans
+	// look the jobs in flight up instead.
+	rescanOnCrawls bool
+	// ctx is the context of every job store call: not cancelled when
+	// the frontier stops, so that a step under way (a release's submit,
+	// an ingest's reads) finishes what it began.
+	ctx context.Context
 }
 
 // DomainCounts returns, for each crawl this frontier is running now
@@ -136,8 +164,15 @@ func New(cfg Config) *Frontier {
 	cfg.defaults()
 	reg := crawl.OpenRegistry(cfg.Spool)
 	reg.Wait = RegistryLockWait // registry.go: a step never waits long on the registry
-	return &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}, reg: reg, regLeft: map[string]*driver{}}
+	f := &Frontier{cfg: cfg, log: cfg.Log, drivers: map[string]*driver{}, busy: map[string]time.Time{}, reg: reg, regLeft: map[string]*driver{},
+		jobs: cfg.Store, ctx: context.Background()}
+	f.dirs, _ = cfg.Store.(store.Dirs)
+	return f
 }
+
+// ErrNoDirs: the job store keeps no job in a directory of this host (a
+// database store), where a crawl fetch leaves its result.
+var ErrNoDirs = errors.New("the crawl frontier runs on a spool store only: a fetch's result is a file in its job's directory, which this job store does not offer")
 
 // EventCoalesce is how long the frontier lets directory events gather
 // before it reads them (fsq.WatchConfig.Coalesce): a finished page is
@@ -147,8 +182,13 @@ func New(cfg Config) *Frontier {
 const EventCoalesce = 10 * time.Millisecond
 
 // Run drives the crawls until ctx is done, then releases its locks. It
-// returns an error only if the spool's crawls/ cannot be created.
+// returns an error only if the spool's crawls/ cannot be created, or if
+// the job store cannot run a crawl (ErrNoDirs).
 func (f *Frontier) Run(ctx context.Context) error {
+	if f.jobs == nil || f.dirs == nil {
+		return ErrNoDirs
+	}
+	f.ctx = context.WithoutCancel(ctx)
 	if err := fsq.MkdirDurable(f.cfg.Spool.Path(crawl.Dir)); err != nil {
 		return err
 	}
@@ -160,19 +200,25 @@ func (f *Frontier) Run(ctx context.Context) error {
 		}
 		f.retryRegistry(time.Now().UTC()) // a last try; a next start compares (registry.go)
 	}()
-	dirs := map[string]job.State{
-		f.cfg.Spool.StateDir(job.Succeeded): job.Succeeded,
-		f.cfg.Spool.StateDir(job.Killed):    job.Killed,
+	var fallback sync.Once // one line, whichever watch finds out first
+	onFallback := func(err error) {
+		fallback.Do(func() { f.log.Warn().Err(err).Msg("fsnotify unavailable; relying on rescans") })
 	}
-	crawlsDir := f.cfg.Spool.Path(crawl.Dir)
-	// Every finished job of the spool lands in succeeded/ or killed/: its
-	// events are read in batches (EventCoalesce), and each batch of
-	// finished pages is ingested in one pass.
-	wcfg := fsq.WatchConfig{Rescan: f.cfg.Rescan, NoNotify: f.cfg.NoNotify, Dirs: []string{crawlsDir}, Coalesce: EventCoalesce,
-		OnFallback: func(err error) { f.log.Warn().Err(err).Msg("fsnotify unavailable; relying on rescans") }}
-	for d := range dirs {
-		wcfg.Dirs = append(wcfg.Dirs, d)
+	// The job store wakes the frontier as jobs finish, when it can (the
+	// spool store: every finished job lands in succeeded/ or killed/);
+	// the wake-ups are read in batches (EventCoalesce), and each batch
+	// of finished pages is ingested in one pass. Its Rescans, and
+	// without a watcher the crawls/ watch's, look every job in flight
+	// up again through the store.
+	var finished <-chan store.Finished
+	if fw, ok := f.jobs.(store.FinishWatcher); ok && !f.cfg.NoNotify {
+		var stop func()
+		finished, stop = fw.WatchFinished(ctx, store.WatchOptions{Rescan: f.cfg.Rescan, Coalesce: EventCoalesce, OnFallback: onFallback})
+		defer stop()
 	}
+	f.rescanOnCrawls = finished == nil
+	wcfg := fsq.WatchConfig{Rescan: f.cfg.Rescan, NoNotify: f.cfg.NoNotify, Dirs: []string{f.cfg.Spool.Path(crawl.Dir)}, Coalesce: EventCoalesce,
+		OnFallback: onFallback}
 	watch := fsq.StartWatch(ctx, wcfg)
 	defer watch.Stop()
 
@@ -209,17 +255,21 @@ func (f *Frontier) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ev := <-watch.Events:
-			f.route(dirs, ev)
-			// Take whatever else is ready before stepping: one step
-			// ingests a batch.
-			for drained := false; !drained; {
+			f.route(ev)
+			finished = f.drain(watch.Events, finished)
+			if !timer.Stop() {
 				select {
-				case ev := <-watch.Events:
-					f.route(dirs, ev)
+				case <-timer.C:
 				default:
-					drained = true
 				}
 			}
+		case fin, ok := <-finished:
+			if !ok {
+				finished = nil // stopped with ctx
+				continue
+			}
+			f.finish(fin)
+			finished = f.drain(watch.Events, finished)
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -231,32 +281,59 @@ func (f *Frontier) Run(ctx context.Context) error {
 	}
 }
 
-// route hands a job event to the driver of its crawl.
-func (f *Frontier) route(dirs map[string]job.State, ev fsq.Event) {
+// drain takes whatever else is ready before stepping (one step ingests a
+// batch); it returns finished, nil once closed.
+func (f *Frontier) drain(crawls <-chan fsq.Event, finished <-chan store.Finished) <-chan store.Finished {
+	for {
+		select {
+		case ev := <-crawls:
+			f.route(ev)
+		case fin, ok := <-finished:
+			if !ok {
+				return nil
+			}
+			f.finish(fin)
+		default:
+			return finished
+		}
+	}
+}
+
+// route handles an event of crawls/: a crawl created, or a rescan (which,
+// when the job store sends no wake-ups, looks every job in flight up
+// again too).
+func (f *Frontier) route(ev fsq.Event) {
 	if ev.Rescan {
 		f.rediscover = true
-		for _, d := range f.drivers {
-			d.rescanInFlight()
+		if f.rescanOnCrawls {
+			f.rescanAll()
 		}
 		return
 	}
-	if !ev.Created {
-		return
-	}
-	if ev.Dir == f.cfg.Spool.Path(crawl.Dir) {
+	if ev.Created {
 		f.rediscover = true
+	}
+}
+
+// finish hands a job store's wake-up to the driver of the job's crawl.
+func (f *Frontier) finish(fin store.Finished) {
+	if fin.Rescan {
+		f.rescanAll()
 		return
 	}
-	st, ok := dirs[ev.Dir]
-	if !ok {
-		return
-	}
-	_, name, ok := crawl.ParseJobID(ev.Name)
+	_, name, ok := crawl.ParseJobID(fin.ID)
 	if !ok {
 		return
 	}
 	if d := f.drivers[name]; d != nil {
-		d.noteFinished(ev.Name, st)
+		d.noteFinished(fin.ID, fin.State)
+	}
+}
+
+// rescanAll looks every crawl's jobs in flight up again.
+func (f *Frontier) rescanAll() {
+	for _, d := range f.drivers {
+		d.rescanInFlight()
 	}
 }
 

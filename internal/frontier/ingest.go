@@ -33,27 +33,54 @@ func (d *driver) noteFinished(id string, st job.State) {
 	}
 }
 
-// rescanInFlight locates every job in flight: fsnotify may have dropped
-// the event of its completion, or the job finished while no frontier ran.
+// rescanInFlight looks every job in flight up in the job store (stateOf):
+// a wake-up may have been lost, or the job finished while no frontier
+// ran.
 func (d *driver) rescanInFlight() {
 	d.lastScan = time.Now()
 	for id := range d.inflight {
 		if _, ok := d.finished[id]; ok {
 			continue
 		}
-		locs, err := d.spool.Locate(id)
-		if err != nil {
-			if errors.Is(err, job.ErrNotFound) {
-				d.finished[id] = ""
-			}
-			continue
-		}
-		for _, l := range locs {
-			if l.State.Terminal() {
-				d.finished[id] = l.State
-			}
+		st, err := d.stateOf(id)
+		switch {
+		case errors.Is(err, job.ErrNotFound):
+			d.finished[id] = ""
+		case err == nil && st.Terminal():
+			d.finished[id] = st
 		}
 	}
+}
+
+// stateOf returns where job id is in the job store (job.ErrNotFound: it
+// is nowhere): the place GetDir found it in, not its job.json's status. A
+// spool commits a transition by the rename of the job's directory, and
+// its job.json names the new state just before (a commit under way), so
+// a job is finished only once it is in succeeded/ or killed/, its
+// result beside it. A job whose job.json cannot be read is in the state
+// of the place it is in.
+func (d *driver) stateOf(id string) (job.State, error) {
+	_, loc, err := d.f.dirs.GetDir(d.f.ctx, id, "")
+	if loc.State != "" {
+		return loc.State, nil
+	}
+	return "", err
+}
+
+// finishedJob reads finished job id from the job store, looking first in
+// st, the terminal state a wake-up or a rescan saw it reach: its
+// lifecycle (nil if unreadable) and where its artifact is (store.Dirs;
+// "" when it is no longer in a terminal state). A job that moved on since
+// (retention) is found again wherever it is.
+func (d *driver) finishedJob(id string, st job.State) (job.State, string, *job.Job) {
+	j, loc, err := d.f.dirs.GetDir(d.f.ctx, id, st)
+	if loc.State == "" || !loc.State.Terminal() {
+		return st, "", nil
+	}
+	if err != nil {
+		j = nil
+	}
+	return loc.State, loc.Dir, j
 }
 
 // ingestFinished ingests every finished job noted: its outcome updates its
@@ -86,18 +113,7 @@ func (d *driver) ingestFinished(now time.Time) {
 		dir := ""
 		var j *job.Job
 		if st != "" {
-			dir = d.spool.JobDir(st, "", id)
-			jj, err := job.ReadJob(dir)
-			if err != nil && errors.Is(err, fsq.ErrVanished) {
-				// Moved on since the event (retention): find it again.
-				if locs, lerr := d.spool.Locate(id); lerr == nil && len(locs) == 1 && locs[0].State.Terminal() {
-					st, dir = locs[0].State, locs[0].Dir
-					jj, err = job.ReadJob(dir)
-				}
-			}
-			if err == nil {
-				j = jj
-			}
+			st, dir, j = d.finishedJob(id, st)
 		}
 		if fl.Kind == crawl.KindRobots {
 			d.ingestRobots(dm, fl, st, dir, j, now)

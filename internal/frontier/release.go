@@ -10,8 +10,8 @@ import (
 
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/robots"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // maxSkipsPerRelease bounds the robots-denied entries one release may skip.
@@ -364,7 +364,8 @@ func (d *driver) request(id, kind string, prio int, prompt []byte) job.SubmitReq
 // stage records a release; flushReleases submits it.
 func (d *driver) stage(p pendingRelease) { d.pending = append(d.pending, p) }
 
-// flushReleases submits the staged jobs in one batch. A job of that ID
+// flushReleases submits the staged jobs in one batch: one Submit of the
+// job store (on a spool, two barriers for the whole batch). A job of that ID
 // that exists already was released before a crash: that counts as
 // released (and, if it finished meanwhile, it is ingested by the next
 // step). A release whose submit failed is undone: its flight is dropped,
@@ -378,7 +379,7 @@ func (d *driver) flushReleases() {
 	for i, p := range d.pending {
 		reqs[i] = p.req
 	}
-	_, errs := d.spool.SubmitMany(reqs)
+	_, errs := d.f.jobs.Submit(d.f.ctx, reqs)
 	undone := false
 	var again []pendingRelease // found finished: ingested already?
 	for i, p := range d.pending {
@@ -420,12 +421,12 @@ func (d *driver) submitted(id string, err error) releaseResult {
 		return releaseSubmitted
 	}
 	if !errors.Is(err, job.ErrDuplicate) {
-		if !errors.Is(err, fsq.ErrLocked) {
+		if !errors.Is(err, store.ErrBusy) {
 			d.log.Error().Err(err).Str("job_id", id).Msg("cannot release")
 		}
 		return releaseRefused
 	}
-	locs, lerr := d.spool.Locate(id)
+	st, lerr := d.stateOf(id)
 	if lerr != nil {
 		// Refused because its lock is held, yet no such job: a submit
 		// that died between taking the lock and moving the job in.
@@ -433,12 +434,10 @@ func (d *driver) submitted(id string, err error) releaseResult {
 		d.log.Warn().Err(err).Str("job_id", id).Msg("job lock held without a job; releasing later")
 		return releaseRefused
 	}
-	d.log.Info().Str("job_id", id).Str("state", string(locs[0].State)).Msg("released before a crash; recording it")
-	for _, l := range locs {
-		if l.State.Terminal() {
-			d.located[id] = l.State
-			return releaseFinished
-		}
+	d.log.Info().Str("job_id", id).Str("state", string(st)).Msg("released before a crash; recording it")
+	if st.Terminal() {
+		d.located[id] = st
+		return releaseFinished
 	}
 	return releaseSubmitted
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/farro-dev/farro/internal/source"
 	"github.com/farro-dev/farro/internal/testcluster"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // env runs the frontier, managerd's policy and an agent with the crawl
@@ -71,6 +72,9 @@ func (e *env) run(o pipeline.RunOptions) *pipeline.Report {
 	e.t.Helper()
 	if o.Mode == "" {
 		o.Mode = pipeline.ModeRun
+	}
+	if o.Jobs == nil {
+		o.Jobs = spoolstore.New(e.spool)
 	}
 	rep, err := pipeline.Run(e.spool, o)
 	if err != nil {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/source"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // Mode is what a run does.
@@ -40,6 +42,10 @@ type RunOptions struct {
 	RefreshInterval time.Duration
 	MaxRefresh      int
 	Now             time.Time
+	// Jobs is the job store the check jobs are submitted to and looked
+	// up in (on a spool, spoolstore.New of it); it may be nil only with
+	// DryRun.
+	Jobs store.Store
 }
 
 // CheckEntry is one planned (or submitted) check.
@@ -127,6 +133,9 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 	default:
 		return nil, fmt.Errorf("unknown pipeline mode %q (run, check, acquire)", o.Mode)
 	}
+	if o.Jobs == nil && !o.DryRun {
+		return nil, errors.New("pipeline run: no job store to submit the checks to")
+	}
 	srcs, probs, err := source.List(sp)
 	if err != nil {
 		return nil, err
@@ -191,7 +200,7 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 				e.Budget = &b
 			}
 			if !o.DryRun {
-				id, status, err := submitCheck(sp, q, acquire, o.MinDomainInterval, b)
+				id, status, err := submitCheck(o.Jobs, q, acquire, o.MinDomainInterval, b)
 				e.JobID, e.Status = id, status
 				if err != nil {
 					e.Error = err.Error()
@@ -213,10 +222,12 @@ func Run(sp *job.Spool, o RunOptions) (*Report, error) {
 	return rep, nil
 }
 
-// submitCheck submits q's check job. The ID is a function of the source
-// and the check it is due for, so a run repeated (after a crash, or by an
-// impatient operator) before the check ran finds it queued already.
-func submitCheck(sp *job.Spool, q Planned, acquire bool, interval time.Duration, b RunBudget) (string, string, error) {
+// submitCheck submits q's check job to the job store. The ID is a
+// function of the source and the check it is due for, so a run repeated
+// (after a crash, or by an impatient operator) before the check ran finds
+// it queued already.
+func submitCheck(jobs store.Store, q Planned, acquire bool, interval time.Duration, b RunBudget) (string, string, error) {
+	ctx := context.Background()
 	cp := CheckPrompt{Source: q.Source.Name, Due: q.Source.DueStamp(), Acquire: acquire, MinIntervalMS: interval.Milliseconds()}
 	if acquire {
 		cp.Budget = b
@@ -224,24 +235,22 @@ func submitCheck(sp *job.Spool, q Planned, acquire bool, interval time.Duration,
 	p, _ := json.Marshal(cp)
 	for n := 1; n <= 20; n++ {
 		id := CheckJobID(q.Source.Name, q.Source.DueStamp(), n)
-		_, err := sp.Submit(job.SubmitRequest{ID: id, Kind: KindCheck, NotBefore: q.NotBefore, Prompt: p, Actor: "farroctl/" + Actor})
+		_, errs := jobs.Submit(ctx, []job.SubmitRequest{{ID: id, Kind: KindCheck, NotBefore: q.NotBefore, Prompt: p, Actor: "farroctl/" + Actor}})
+		err := errs[0]
 		if err == nil {
 			return id, "submitted", nil
 		}
 		if !errors.Is(err, job.ErrDuplicate) {
 			return id, "error", fmt.Errorf("submit %s: %w", id, err)
 		}
-		locs, lerr := sp.Locate(id)
-		if lerr != nil {
+		j, lerr := jobs.Get(ctx, id)
+		if errors.Is(lerr, job.ErrNotFound) {
 			return id, "error", fmt.Errorf("submit %s: %w (its lock is held: try again shortly)", id, err)
 		}
-		live := false
-		for _, l := range locs {
-			if !l.State.Terminal() {
-				live = true
-			}
+		if lerr != nil {
+			return id, "error", fmt.Errorf("submit %s: %w (and it cannot be read: %v)", id, err, lerr)
 		}
-		if live {
+		if !j.Status.Terminal() {
 			return id, "already_queued", nil
 		}
 		// Ended without moving the source on (killed, or out of

@@ -22,6 +22,8 @@ import (
 	"github.com/farro-dev/farro/internal/logx/logxtest"
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // Config says how to run the cluster.
@@ -30,6 +32,9 @@ type Config struct {
 	Rescan      time.Duration // frontier, manager and agent rescans
 	Poll        time.Duration // the frontier's poll
 	DomainCache int           // the frontier's domain entity cache (0: its default)
+	// Store, when not nil, is the frontier's job store (a test's wrapper
+	// of the spool store, say); nil: spoolstore.New of the spool.
+	Store store.Store
 	// Handlers adds job kinds to the agent's crawl.fetch and crawl.robots;
 	// it receives the fetch handler to share its clients.
 	Handlers func(fh *fetch.Handler) map[string]agent.Handler
@@ -55,7 +60,11 @@ func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
 		w = io.MultiWriter(w, zerolog.NewTestWriter(t))
 	}
 	mlog := logx.New(w, manager.Actor, "debug")
-	fr := frontier.New(frontier.Config{Spool: s, Log: mlog.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, Poll: cfg.Poll, DomainCache: cfg.DomainCache})
+	jobs := cfg.Store
+	if jobs == nil {
+		jobs = spoolstore.New(s)
+	}
+	fr := frontier.New(frontier.Config{Spool: s, Store: jobs, Log: mlog.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, Poll: cfg.Poll, DomainCache: cfg.DomainCache})
 	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, mlog)
 	fh := fetch.NewHandler(s, nil)
 	handlers := map[string]agent.Handler{crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh}}

@@ -91,7 +91,9 @@ func busy(err error) error {
 	return err
 }
 
-// Submit is job.Spool.SubmitMany (reqs is not modified).
+// Submit is job.Spool.SubmitMany (reqs is not modified): the whole batch
+// is made durable with two barriers, however many jobs it holds. A job
+// whose lock was busy is also store.ErrBusy.
 func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Job, []error) {
 	if err := ctx.Err(); err != nil {
 		errs := make([]error, len(reqs))
@@ -100,7 +102,11 @@ func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Jo
 		}
 		return make([]*job.Job, len(reqs)), errs
 	}
-	return s.sp.SubmitMany(slices.Clone(reqs))
+	jobs, errs := s.sp.SubmitMany(slices.Clone(reqs))
+	for i := range errs {
+		errs[i] = busy(errs[i])
+	}
+	return jobs, errs
 }
 
 // cand is a claimable job as Claim orders it.
