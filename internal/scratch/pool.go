@@ -36,8 +36,11 @@ import (
 const PoolDir = ".pool"
 
 // poolKeep bounds the free directories a pool keeps; more are removed.
-// An agent runs at most --concurrency slots of up to eight claims each.
-const poolKeep = 64
+// It must not be below what an agent holds at its peak, or each burst
+// frees directories that the next one makes again: per slot, its running
+// job, up to eight claimed ahead and up to sixteen commits behind (a
+// slow database), about 25 directories; 4096 covers 160 slots.
+const poolKeep = 4096
 
 // Pool is the pool of one agent's working directories. Its directory
 // belongs to that agent: one process at a time (the host's registry
