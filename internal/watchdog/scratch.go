@@ -21,11 +21,13 @@ func (s *shared) sweepScratch(ctx context.Context) {
 	}
 	removed, err := sw.SweepScratch(ctx, s.cfg.ScratchRetention)
 	if err != nil {
-		if ctx.Err() == nil && !s.dbErr {
-			s.cfg.Log.Warn().Err(err).Msg("working directory retention pass failed; retrying next pass")
+		if ctx.Err() == nil && !s.dbErr && !s.sweepErr {
+			s.cfg.Log.Warn().Err(err).Msg("working directory retention pass failed; retrying every pass")
 		}
+		s.sweepErr = true
 		return
 	}
+	s.sweepErr = false
 	if len(removed) > 0 {
 		s.cfg.Log.Info().Int("removed", len(removed)).Dur("scratch_retention_ms", s.cfg.ScratchRetention).
 			Msg("removed working directories of jobs gone or finished longer ago than the retention")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,25 @@ func TestSharedSweepsWorkingDirectories(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no log line for the removal:\n%s", buf.String())
+	}
+}
+
+// failingSweeper is a store whose working directory sweep always fails.
+type failingSweeper struct{ store.Store }
+
+func (failingSweeper) SweepScratch(context.Context, time.Duration) ([]string, error) {
+	return nil, errors.New("permission denied (test)")
+}
+
+// A sweep that keeps failing is said once, not at every pass.
+func TestSharedSweepFailureLoggedOnce(t *testing.T) {
+	t.Parallel()
+	buf := logxtest.New(t)
+	s := &shared{cfg: SharedConfig{Store: failingSweeper{}, Log: logx.New(buf, Actor, "debug")}}
+	for range 3 {
+		s.sweepScratch(context.Background())
+	}
+	if n := strings.Count(buf.String(), "working directory retention pass failed"); n != 1 {
+		t.Fatalf("%d lines for a failing sweep, want 1:\n%s", n, buf.String())
 	}
 }

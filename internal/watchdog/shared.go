@@ -72,6 +72,8 @@ type shared struct {
 	cfg    SharedConfig
 	killed map[string]bool // records whose handler was stopped, until it is gone
 	dbErr  bool            // the last pass could not reach the store (logged once)
+	// sweepErr: the last working directory retention pass failed (logged once)
+	sweepErr bool
 }
 
 // pass is one recovery pass and one look at this host's handlers.
