@@ -33,6 +33,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "rescan", Value: 10 * time.Second, EnvVars: []string{"FARRO_RESCAN"}, Usage: "full rescan period of incoming/ (fsnotify backup; positive)"},
 		&cli.BoolFlag{Name: "no-notify", EnvVars: []string{"FARRO_NO_NOTIFY"}, Usage: "disable fsnotify; rely on rescans"},
 		&cli.DurationFlag{Name: "lease-grace", Value: 10 * time.Second, EnvVars: []string{"FARRO_LEASE_GRACE"}, Usage: "with a PostgreSQL --store: how long past its lease a claim is left to its host (whose watchdogd stops the handler) before it is recovered and given to another (0: none)"},
+		&cli.DurationFlag{Name: "scratch-retention", Value: 0, EnvVars: []string{"FARRO_SCRATCH_RETENTION"}, Usage: "with a PostgreSQL --store: remove this host's kept working directories (<spool>/scratch/<agent>/<job id>/, an attempt's output) of jobs that succeeded or were killed longer ago than this; those of jobs no longer in the database are removed whatever it is (0: only those)"},
 	}, func(c *cli.Context) error { return run(c, stdout) })
 	app.Writer, app.ErrWriter = stdout, stderr
 	daemon.SetValidator(app, validate)
@@ -88,5 +89,6 @@ func validate(c *cli.Context) error {
 		daemon.Positive(c, "lock-grace"),
 		daemon.Positive(c, "rescan"),
 		daemon.NotNegative(c, "lease-grace"),
+		daemon.NotNegative(c, "scratch-retention"),
 	)
 }

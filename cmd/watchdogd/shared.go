@@ -32,10 +32,12 @@ func runShared(c *cli.Context, stdout io.Writer) error {
 	defer sh.Close()
 	return daemon.Serve(c.Context, log, "watchdogd", func(ctx context.Context) error {
 		log.Info().Str("store", "postgres").Str("local", sh.Local.Root).Dur("interval_ms", c.Duration("interval")).
-			Dur("lease_grace_ms", c.Duration("lease-grace")).Msg("watchdogd starting")
+			Dur("lease_grace_ms", c.Duration("lease-grace")).
+			Dur("scratch_retention_ms", c.Duration("scratch-retention")).Msg("watchdogd starting")
 		return watchdog.RunShared(ctx, watchdog.SharedConfig{
 			Store: sh.Store, Local: sh.Local.Root, Interval: c.Duration("interval"), Grace: c.Duration("lease-grace"),
-			Ready: func() { daemon.Ready(ctx, nil) }, Log: log,
+			ScratchRetention: c.Duration("scratch-retention"),
+			Ready:            func() { daemon.Ready(ctx, nil) }, Log: log,
 		})
 	})
 }

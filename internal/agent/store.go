@@ -108,7 +108,13 @@ func (a *Agent) prepare(c store.Claim) attempt {
 	at := &storeAttempt{c: c, prompt: c.Prompt(), local: a.cfg.Local, agent: a.cfg.ID, lease: a.cfg.Lease, renewed: time.Now()}
 	err := fmt.Errorf("no working directory for the attempt on this host")
 	if c.Dir() != "" {
-		err = localrun.WriteFile(filepath.Join(c.Dir(), job.PromptFile), at.prompt)
+		err = nil
+		// A store that recycles working directories wrote the prompt
+		// into the one it gave (pgstore: in place, before the directory
+		// took the job's name).
+		if p, ok := c.(interface{ PromptPlaced() bool }); !ok || !p.PromptPlaced() {
+			err = localrun.WriteFile(filepath.Join(c.Dir(), job.PromptFile), at.prompt)
+		}
 	}
 	if err == nil {
 		return at

@@ -45,6 +45,7 @@ var FlagEnv = map[string][]string{
 	"FARRO_CRASH_THRESHOLD":      {"watchdogd"},
 	"FARRO_LOCK_GRACE":           {"watchdogd"},
 	"FARRO_LEASE_GRACE":          {"watchdogd"},
+	"FARRO_SCRATCH_RETENTION":    {"watchdogd"},
 }
 
 // OtherEnv lists the FARRO_* names that are farro's without setting a

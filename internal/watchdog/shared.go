@@ -42,8 +42,11 @@ type SharedConfig struct {
 	Local    string        // this host's local directory (--spool)
 	Interval time.Duration // between passes
 	Grace    time.Duration // added to an expired lease before recovery
-	Ready    func()        // called once the first pass is done
-	Log      zerolog.Logger
+	// ScratchRetention: kept working directories of jobs finished longer
+	// ago are removed (0: only those of jobs no longer in the store).
+	ScratchRetention time.Duration
+	Ready            func() // called once the first pass is done
+	Log              zerolog.Logger
 }
 
 // RunShared runs passes every Interval until ctx is done.
@@ -69,6 +72,8 @@ type shared struct {
 	cfg    SharedConfig
 	killed map[string]bool // records whose handler was stopped, until it is gone
 	dbErr  bool            // the last pass could not reach the store (logged once)
+	// sweepErr: the last working directory retention pass failed (logged once)
+	sweepErr bool
 }
 
 // pass is one recovery pass and one look at this host's handlers.
@@ -95,6 +100,7 @@ func (s *shared) pass(ctx context.Context) {
 		logx.Transition(log.With().Str("verdict", "lease-expired").Str("action", out.Action).Logger(), j, out.From)
 	}
 	s.stopLocal(ctx)
+	s.sweepScratch(ctx)
 }
 
 // stopLocal stops this host's handlers whose claim is no longer current.

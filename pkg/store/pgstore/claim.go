@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -151,9 +149,8 @@ func (s *Store) claimed(ctx context.Context, h job.Holder, out []store.Claim) ([
 	}
 	for _, sc := range out {
 		c := sc.(*claim)
-		c.dir = filepath.Join(s.scratch, h.Agent, c.j.ID)
-		if err = os.MkdirAll(c.dir, 0o755); err != nil {
-			err = fmt.Errorf("claim %s: working directory: %w", c.j.ID, err)
+		if c.dir, c.placed, err = s.takeDir(h.Agent, c.j.ID, c.prompt); err != nil {
+			err = fmt.Errorf("claim %s: %w", c.j.ID, err)
 			break
 		}
 	}
@@ -227,12 +224,14 @@ func sortClaims(cs []store.Claim) {
 
 // claim is one attempt leased from the database.
 type claim struct {
-	s      *Store
-	holder job.Holder
-	lease  time.Duration
-	token  string
-	prompt []byte
-	dir    string
+	s        *Store
+	holder   job.Holder
+	lease    time.Duration
+	token    string
+	prompt   []byte
+	dir      string
+	placed   bool // the prompt is in dir already (a recycled directory's)
+	dirGiven bool // dir went back to its pool (or was kept): once
 
 	mu        sync.Mutex
 	j         *job.Job
@@ -352,6 +351,12 @@ func (c *claim) Fence(ctx context.Context) error {
 // connection) may be called again: if the first did commit, the second
 // finds the outcome and returns nil.
 func (c *claim) Commit(ctx context.Context, to job.State, reason string, mutate func(*job.Job)) error {
+	err := c.commit(ctx, to, reason, mutate)
+	c.attemptOver(err)
+	return err
+}
+
+func (c *claim) commit(ctx context.Context, to job.State, reason string, mutate func(*job.Job)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.j

@@ -37,6 +37,7 @@ const NotifyChannel = "farro_jobs"
 type Store struct {
 	pool     *pgxpool.Pool
 	scratch  string
+	dirs     workDirs // the attempts' working directories (scratch.go)
 	wait     *waiter
 	commits  *batcher[*commitReq]
 	controls *batcher[*controlReq]
@@ -105,6 +106,7 @@ func (s *Store) Close() error {
 	s.commits.close()
 	s.controls.close()
 	s.wait.close()
+	s.dirs.close()
 	s.pool.Close()
 	return nil
 }
