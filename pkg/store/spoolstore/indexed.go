@@ -12,7 +12,6 @@ package spoolstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -203,9 +202,7 @@ func (ix *indexed) claim(ctx context.Context, h job.Holder, opts store.ClaimOpti
 	caught := false
 	select {
 	case <-ix.listed:
-		if err := ix.catchUp(); err != nil {
-			return nil, err
-		}
+		ix.catchUp()
 		caught = true
 	default:
 	}
@@ -215,9 +212,7 @@ func (ix *indexed) claim(ctx context.Context, h job.Holder, opts store.ClaimOpti
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if err := ix.catchUp(); err != nil {
-			return nil, err
-		}
+		ix.catchUp()
 		next()
 	}
 	if len(cands) == 0 {
@@ -265,15 +260,15 @@ func (ix *indexed) claim(ctx context.Context, h job.Holder, opts store.ClaimOpti
 }
 
 // catchUp lists a small incoming/ into the index (index.small), waking
-// nobody unless it took a job.
-func (ix *indexed) catchUp() error {
+// nobody unless it took a job. A listing that fails is logged as a
+// rescan's; the claim goes on with what the index holds.
+func (ix *indexed) catchUp() {
 	if !ix.x.small() {
-		return nil
+		return
 	}
 	if _, err := ix.x.refillSignal(false, false); err != nil {
-		return fmt.Errorf("claim: %w", err)
+		ix.log.Error().Err(err).Str("why", "claim").Msg("rescan incoming")
 	}
-	return nil
 }
 
 // claimed counts a successful claim: its latency and how long the job had
