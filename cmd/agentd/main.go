@@ -103,7 +103,11 @@ func run(c *cli.Context) error {
 	}
 	addExec(c, log, handlers, command, kinds, outputMax, "this agent runs only the built-in kinds (noop, crawl.fetch, crawl.robots, source.check)")
 	cfg := agentConfig(c, handlers, kinds, log)
-	cfg.Spool, cfg.Rescan, cfg.NoNotify = spool, c.Duration("rescan"), c.Bool("no-notify")
+	// The jobs come through the store seam: the spool's store with the
+	// bounded index of incoming/ that makes claims cheap.
+	st := agent.SpoolStore(spool, c.Duration("rescan"), c.Bool("no-notify"), log)
+	defer st.Close()
+	cfg.Store, cfg.NoNotify = st, c.Bool("no-notify")
 	return serve(cfg, command, func(a *agent.Agent) {
 		log.Info().Str("spool", spool.Root).Int("concurrency", c.Int("concurrency")).Strs("kinds", a.Kinds()).Strs("exec", command).Msg("agentd ready")
 	})

@@ -1,8 +1,9 @@
-// Package agent is agentd's logic: it keeps an index of incoming/, claims
-// the best job for each free worker slot, runs its handler while
-// heartbeating and watching for operator requests, and commits the outcome.
-// On drain it lets running jobs finish within a timeout, then releases the
-// rest back to queued.
+// Package agent is agentd's logic: it claims the best jobs for each free
+// worker slot from its store (store.Store: a spool's, whose bounded index
+// of incoming/ makes claims cheap, or PostgreSQL), runs their handlers
+// while heartbeating and watching for operator requests, and commits the
+// outcome. On drain it lets running jobs finish within a timeout, then
+// releases the rest back to queued.
 package agent
 
 import (
@@ -26,16 +27,19 @@ import (
 
 // Config configures an Agent.
 type Config struct {
+	// Spool, when set, is where the jobs are: New makes its store
+	// (SpoolStore, with Rescan and NoNotify) and Run closes it. Set
+	// Spool or Store, not both.
 	Spool        *job.Spool
 	ID           string             // agent id: in-progress/<ID>/
 	Handlers     map[string]Handler // by job kind
 	Concurrency  int                // worker slots (default 1)
 	Timeout      time.Duration      // per job; 0 = none
 	Heartbeat    time.Duration      // default 2s
-	ControlPoll  time.Duration      // default 200ms (1s with a Store)
+	ControlPoll  time.Duration      // default 200ms (1s on a remote store)
 	DrainTimeout time.Duration      // default 30s
-	Rescan       time.Duration      // default 10s
-	NoNotify     bool               // no fsnotify: rescans only
+	Rescan       time.Duration      // with Spool: the index's rescans of incoming/ (default 10s)
+	NoNotify     bool               // no fsnotify: rescans only (paused/'s; with Spool, the index's too)
 	// A handler that cannot start a job (ErrHandlerUnusable) blocks its
 	// kind: rechecked after OutageBackoff (default 2s), doubling up to
 	// OutageBackoffMax (default 30s).
@@ -45,13 +49,14 @@ type Config struct {
 	// the handlers of other kinds are dropped, and a kind of the list
 	// without a handler makes New fail with a *ConfigError.
 	Kinds []string
-	// Store, when set, is where the jobs are (PostgreSQL: one queue for
-	// agents on several hosts) instead of Spool, which is then nil; see
-	// store.go. Local is this host's local directory (the handler
-	// records, internal/localrun); Lease each claim's lease (default
-	// DefaultLease); StorePoll the longest wait between two claims when
-	// the queue looked empty (default 1s; a store that notifies wakes
-	// the slots sooner).
+	// Store, when set, is where the jobs are: a spool's store
+	// (SpoolStore, as agentd makes it; its claims are local, see
+	// spoolAttempt) or PostgreSQL (one queue for agents on several
+	// hosts); see store.go. Local is this host's local directory for a
+	// remote store (the handler records, internal/localrun); Lease each
+	// claim's lease there (default DefaultLease); StorePoll the longest
+	// wait between two claims when the queue looked empty (default 1s; a
+	// store that notifies wakes the slots sooner).
 	Store     store.Store
 	Local     string
 	Lease     time.Duration
@@ -67,11 +72,18 @@ type Config struct {
 type Agent struct {
 	cfg    Config
 	holder job.Holder
-	idx    *index
-	log    zerolog.Logger
-	busy   atomic.Int64
-	ready  chan struct{}
-	rdOnce sync.Once
+	// spool is the spool behind a spool store (nil on a remote store):
+	// paused/, this agent's in-progress directory, the priority hints.
+	spool *job.Spool
+	// ownStore: New made the store (Config.Spool); Run closes it.
+	ownStore bool
+	// byListing: Ready waits for the store's first listing (a spool
+	// store's index), not for the first claim.
+	byListing bool
+	log       zerolog.Logger
+	busy      atomic.Int64
+	ready     chan struct{}
+	rdOnce    sync.Once
 	// Commits run behind the slots: a slot hands its outcome over and
 	// claims its next job, so the next claim shares its group-commit
 	// barrier with the commit (pkg/job). commitSem bounds the commits in
@@ -99,8 +111,6 @@ type Agent struct {
 	paused       atomic.Pointer[map[string]bool]
 	pauseErr     bool
 	pauseIgnored map[string]bool
-	// lastListing: when consume last listed incoming/ in full.
-	lastListing time.Time
 }
 
 // Stop causes, for context.Cause.
@@ -109,8 +119,9 @@ var (
 	errLost    = errors.New("job taken away (declared silent)")
 	errTimeout = errors.New("timed out")
 	// errNoHandler: a job of a kind this agent has no handler for got
-	// claimed (its job.json was unreadable when the index saw it). It is
-	// released, not failed; the index parks it when it reappears.
+	// claimed (its job.json was unreadable when the store's index saw
+	// it). It is released, not failed; the index parks it when it
+	// reappears.
 	errNoHandler = errors.New("no handler for this kind on this agent")
 )
 
@@ -132,9 +143,21 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 2 * time.Second
 	}
+	if (cfg.Store == nil) == (cfg.Spool == nil) {
+		return nil, errors.New("agent: one of Spool and Store, not both")
+	}
+	own := false
+	if cfg.Spool != nil {
+		// Started by the first claim; nothing runs before Run.
+		cfg.Store, own = SpoolStore(cfg.Spool, cfg.Rescan, cfg.NoNotify, cfg.Log), true
+	}
+	var sp *job.Spool
+	if l, ok := cfg.Store.(interface{ Spool() *job.Spool }); ok {
+		sp = l.Spool()
+	}
 	if cfg.ControlPoll <= 0 {
 		cfg.ControlPoll = 200 * time.Millisecond
-		if cfg.Store != nil {
+		if sp == nil {
 			// A query per running job each time: a database shared by
 			// many agents is asked five times less.
 			cfg.ControlPoll = time.Second
@@ -154,9 +177,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.StorePoll <= 0 {
 		cfg.StorePoll = defaultStorePoll
-	}
-	if (cfg.Store == nil) == (cfg.Spool == nil) {
-		return nil, errors.New("agent: one of Spool and Store, not both")
 	}
 	if cfg.PauseRescan <= 0 {
 		cfg.PauseRescan = defaultPauseRescan
@@ -180,18 +200,18 @@ func New(cfg Config) (*Agent, error) {
 	actor := "agentd/" + cfg.ID
 	a := &Agent{
 		cfg: cfg, holder: job.Holder{Actor: actor, Agent: cfg.ID},
-		idx: newIndex(cfg.Spool), log: cfg.Log, ready: make(chan struct{}),
+		spool: sp, ownStore: own, log: cfg.Log, ready: make(chan struct{}),
 		commitSem: make(chan struct{}, 16*cfg.Concurrency), abandon: make(chan struct{}),
 		durable:   durability{lost: make(chan struct{})},
 		out:       outages{down: map[string]*outage{}},
 		notListed: notListed,
 	}
-	a.idx.runnable, a.idx.onPark = a.runnable, a.parked
 	return a, nil
 }
 
-// Ready is closed once the first scan of incoming/ is done (on a Store:
-// once the first claim was tried).
+// Ready is closed once the store's first listing of incoming/ is done (a
+// spool store), or once the first claim was tried (a store that does not
+// list).
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Busy is the number of jobs running now.
@@ -202,8 +222,11 @@ func (a *Agent) Busy() int { return int(a.busy.Load()) }
 // After a failed sync (fsq.ErrDurability) it stops at once and returns an
 // error wrapping it (see durability.go).
 func (a *Agent) Run(ctx context.Context) error {
-	if a.cfg.Store == nil {
-		if err := fsq.MkdirDurable(a.cfg.Spool.AgentDir(a.cfg.ID)); err != nil {
+	if a.ownStore {
+		defer a.cfg.Store.Close()
+	}
+	if a.spool != nil {
+		if err := fsq.MkdirDurable(a.spool.AgentDir(a.cfg.ID)); err != nil {
 			return err
 		}
 	}
@@ -211,21 +234,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.out.bg, a.out.stopBg = context.WithCancel(context.Background())
 	defer a.out.wg.Wait()
 	defer a.out.stopBg()
-	if a.cfg.Store != nil {
-		return a.runSlots(ctx) // no index, no watch: the slots claim from the store
+	if a.spool != nil {
+		// Paused kinds are known before the first claim (and before
+		// Ready). The watch outlives ctx, as the store's index does:
+		// released jobs are committed during the drain.
+		watchCtx, stopWatch := context.WithCancel(context.Background())
+		defer stopWatch()
+		stopPauses := a.watchPauses(watchCtx)
+		defer stopPauses()
 	}
-	// The watch outlives ctx: released jobs are committed during the drain.
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
-	// Paused kinds are known before the first claim (and before Ready).
-	stopPauses := a.watchPauses(watchCtx)
-	defer stopPauses()
-	watch := fsq.StartWatch(watchCtx, fsq.WatchConfig{
-		Dirs: []string{a.cfg.Spool.StateDir(job.Queued)}, Rescan: a.cfg.Rescan, NoNotify: a.cfg.NoNotify,
-		OnFallback: func(err error) { a.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans") },
-	})
-	defer watch.Stop()
-	go a.consume(watchCtx, watch.Events)
 	return a.runSlots(ctx)
 }
 
@@ -237,6 +254,19 @@ func (a *Agent) runSlots(ctx context.Context) error {
 	ctx, a.durable.stop = context.WithCancel(ctx) // durability lost: stop claiming
 	defer a.durable.stop()
 	var wg sync.WaitGroup
+	if l, ok := a.cfg.Store.(lister); ok {
+		a.byListing = true
+		listed := l.Listed()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-listed:
+				a.rdOnce.Do(func() { close(a.ready) })
+			case <-ctx.Done():
+			}
+		}()
+	}
 	for i := 0; i < a.cfg.Concurrency; i++ {
 		wg.Add(1)
 		go func() {
@@ -268,50 +298,6 @@ func (a *Agent) runSlots(ctx context.Context) error {
 		<-committed
 	}
 	return a.durabilityErr()
-}
-
-func (a *Agent) consume(ctx context.Context, events <-chan fsq.Event) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.idx.refillReq: // the index dropped jobs and runs low
-			a.refill("low")
-		case ev := <-events:
-			switch {
-			case ev.Rescan:
-				a.refill("rescan")
-				a.rdOnce.Do(func() { close(a.ready) })
-			case ev.Created:
-				a.idx.add(ev.Name)
-			case ev.Removed:
-				a.idx.removed(ev.Name)
-			}
-		}
-	}
-}
-
-// fullListingEvery is the least time between two periodic listings of
-// incoming/ while the index holds less than the queue: the periodic
-// rescans in between list the hints alone. A job the events missed is
-// then found within that time, or sooner if it has a hint; a listing of
-// a million jobs costs about half a second of CPU.
-const fullListingEvery = time.Minute
-
-// refill lists incoming/ into the index (see index.refill). Called by
-// consume alone.
-func (a *Agent) refill(why string) {
-	start := time.Now()
-	hintsOnly := why == "rescan" && a.idx.partial() && start.Sub(a.lastListing) < fullListingEvery
-	n, err := a.idx.refill(hintsOnly)
-	if err != nil {
-		a.log.Error().Err(err).Str("why", why).Msg("rescan incoming")
-		return
-	}
-	if !hintsOnly {
-		a.lastListing = start
-	}
-	a.log.Debug().Str("why", why).Bool("hints_only", hintsOnly).Int("taken", n).Int("held", a.idx.len()).Dur("took_ms", time.Since(start)).Msg("index refilled from a listing of incoming/")
 }
 
 // slot is one worker: claim, run, commit, until ctx is done. While the
@@ -348,35 +334,6 @@ func (a *Agent) slot(ctx, runCtx context.Context) {
 		a.run(runCtx, cj.c)
 		tally.SlotBusy(-1)
 		a.busy.Add(-1)
-	}
-}
-
-func (a *Agent) claimFailed(id string, err error) {
-	tally.ClaimFailed(claimFailure(err))
-	l := a.log.With().Str("job_id", id).Logger()
-	switch {
-	case errors.Is(err, fsq.ErrLocked):
-		l.Debug().Msg("claim lost: locked")
-		a.idx.forget(id, true)
-	case errors.Is(err, fsq.ErrVanished):
-		l.Debug().Msg("claim lost: job gone")
-		a.idx.forget(id, false)
-	case errors.Is(err, job.ErrSchema):
-		l.Error().Err(err).Msg("job not processed: unknown schema version; lock released, job left in incoming/")
-		a.idx.refuse(id)
-	case errors.Is(err, job.ErrState):
-		l.Error().Err(err).Msg("job not processed: status is not queued; lock released")
-		a.idx.refuse(id)
-	case errors.Is(err, job.ErrCorrupt):
-		l.Error().Err(err).Msg("job quarantined to corrupt/")
-		a.idx.forget(id, false)
-	case errors.Is(err, job.ErrControlled):
-		l.Info().Err(err).Msg("job not run: an operator's request for its last attempt was applied")
-		a.idx.forget(id, false)
-	default:
-		// Not the job's fault (a full disk, an I/O error): retried soon.
-		l.Error().Err(err).Msg("claim failed; retrying shortly")
-		a.idx.retryLater(id)
 	}
 }
 
@@ -578,9 +535,9 @@ func (a *Agent) commit(c attempt, dir string, res Result, cause error, l logx.Jo
 	}
 	tally.CommitDone(c.Envelope().Lifecycle.Kind, time.Since(commitStart))
 	l.Transition(c.Envelope().Lifecycle, job.InProgress)
-	if j := c.Envelope().Lifecycle; a.cfg.Spool != nil && j.Priority != 0 && j.Status.Terminal() {
+	if j := c.Envelope().Lifecycle; a.spool != nil && j.Priority != 0 && j.Status.Terminal() {
 		// Its priority hint serves no more (a retry writes it again).
-		if err := a.cfg.Spool.DropHint(j.Priority, j.ID); err != nil {
+		if err := a.spool.DropHint(j.Priority, j.ID); err != nil {
 			l.Warn().Err(err).Msg("cannot remove the job's priority hint")
 		}
 	}

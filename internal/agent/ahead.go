@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +14,9 @@ import (
 // slots at most N claims ride on one sync, so on a file system whose sync
 // is a journal commit of a few milliseconds a queue of short jobs runs at
 // about N jobs per sync, whatever the CPU. While the recent handlers ran
-// briefly (runTimes.short), a slot therefore claims up to aheadMax jobs at
-// once, concurrently, so that they share one barrier, and runs them one
-// after the other. A job claimed ahead waits at most a few short runs;
+// briefly (runTimes.short), a slot therefore asks its store for up to
+// aheadMax jobs at once (a spool store claims them concurrently, so that
+// they share one barrier), and runs them one after the other. A job claimed ahead waits at most a few short runs;
 // should it wait longer than a heartbeat period (a handler that turned out
 // slow), it is heartbeated before it starts, and a claim taken away
 // meanwhile is dropped (Superseded). On shutdown the slot releases what it
@@ -58,60 +57,9 @@ func (r *runTimes) short() bool {
 	return v > 0 && time.Duration(v) < shortRun
 }
 
-// claimBatch claims the next job (waiting for one) and, while handlers
-// are short, up to aheadMax-1 more that are ready now, all at once. The
-// jobs come back in the index's order.
-func (a *Agent) claimBatch(ctx context.Context) []claimedJob {
-	if a.cfg.Store != nil {
-		return a.claimStore(ctx)
-	}
-	first, ok := a.idx.next(ctx)
-	if !ok {
-		return nil
-	}
-	cands := []cand{first}
-	if a.runs.short() {
-		for len(cands) < aheadMax {
-			cd, ok := a.idx.tryNext()
-			if !ok {
-				break
-			}
-			cands = append(cands, cd)
-		}
-	}
-	got := make([]*job.Claimed, len(cands))
-	start := time.Now()
-	claim := func(i int) {
-		c, err := a.cfg.Spool.Claim(cands[i].id, a.holder)
-		if err != nil {
-			if !a.durabilityLost(err) {
-				a.claimFailed(cands[i].id, err)
-			}
-			return
-		}
-		claimed(cands[i], start)
-		a.idx.forget(cands[i].id, false)
-		got[i] = c
-	}
-	if len(cands) == 1 {
-		claim(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range cands {
-			wg.Add(1)
-			go func() { defer wg.Done(); claim(i) }()
-		}
-		wg.Wait()
-	}
-	out := make([]claimedJob, 0, len(cands))
-	now := time.Now()
-	for _, c := range got {
-		if c != nil {
-			out = append(out, claimedJob{c: c, at: now})
-		}
-	}
-	return out
-}
+// claimBatch claims the next jobs from the store (waiting for one): one,
+// or while handlers are short up to aheadMax at once (claimStore).
+func (a *Agent) claimBatch(ctx context.Context) []claimedJob { return a.claimStore(ctx) }
 
 // keepFresh heartbeats a job that waited in the slot longer than a
 // heartbeat period; false: the claim was taken away meanwhile.

@@ -6,8 +6,8 @@ import (
 )
 
 // attempt is one claimed job as the slots run it: what run, supervise and
-// commit need of a claim, whatever keeps the job. A spool's *job.Claimed
-// is one as it is; a store's claim (PostgreSQL) is one through
+// commit need of a claim, whatever keeps the job: a spool store's claim
+// through spoolAttempt, any other store's (PostgreSQL) through
 // storeAttempt (store.go).
 type attempt interface {
 	Envelope() job.Envelope
@@ -19,4 +19,7 @@ type attempt interface {
 	Commit(to job.State, reason string, mutate func(*job.Job)) error
 }
 
-var _ attempt = (*job.Claimed)(nil)
+var (
+	_ attempt = spoolAttempt{}
+	_ attempt = (*storeAttempt)(nil)
+)

@@ -69,8 +69,8 @@ func isDurability(err error) bool { return err != nil && errors.Is(err, fsq.ErrD
 // action) is logged once and ignored; a valid request written over it is
 // honoured as usual.
 func (a *Agent) badControl(dir string, err error, warned bool, l zerolog.Logger) bool {
-	if fsq.IsHostile(err) && a.cfg.Spool != nil {
-		to, qerr := a.cfg.Spool.Quarantine(filepath.Join(dir, job.ControlFile), err.Error())
+	if fsq.IsHostile(err) && a.spool != nil {
+		to, qerr := a.spool.Quarantine(filepath.Join(dir, job.ControlFile), err.Error())
 		if qerr == nil {
 			l.Error().Err(err).Str("quarantined_to", to).Msg("hostile control request moved to corrupt/")
 			return false

@@ -5,8 +5,9 @@ package agent
 // handler is a configuration error at start. The queue-wide pause of a
 // kind (internal/pause, paused/<kind>) is read from paused/'s entries on
 // every inotify event there and at least every PauseRescan; a claim only
-// reads the cached set. A paused kind's jobs are parked by the index like
-// those of a kind in an outage, and given back when it is resumed.
+// reads the cached set. A paused kind is left out of the kinds a claim
+// asks for, like a kind in an outage: the store's index parks its jobs
+// and gives them back once a claim asks for it again.
 
 import (
 	"context"
@@ -134,7 +135,7 @@ func (a *Agent) isPaused(kind string) bool {
 // resumed get their parked jobs back. A paused/ that cannot be listed
 // keeps the set as it was (logged once until it can be listed again).
 func (a *Agent) refreshPauses() {
-	kinds, ignored, err := pause.Kinds(a.cfg.Spool.Root)
+	kinds, ignored, err := pause.Kinds(a.spool.Root)
 	if err != nil {
 		if !a.pauseErr {
 			a.pauseErr = true
@@ -170,7 +171,7 @@ func (a *Agent) refreshPauses() {
 	for k := range *prev {
 		if !next[k] && a.cfg.Handlers[k] != nil {
 			a.log.Info().Str("kind", k).Msgf("kind %s resumed: its jobs are claimed again", k)
-			a.idx.unpark(k)
+			a.wakeClaims()
 		}
 	}
 }
@@ -188,13 +189,13 @@ func ignoredSet(m map[string]string) map[string]bool {
 // and every PauseRescan (which also covers a paused/ replaced or made
 // after the watch began).
 func (a *Agent) watchPauses(ctx context.Context) func() {
-	if err := pause.Ensure(a.cfg.Spool.Root); err != nil {
+	if err := pause.Ensure(a.spool.Root); err != nil {
 		a.log.Error().Err(err).Msg("cannot make paused/: pauses are read by periodic listing only")
 	}
 	a.refreshPauses()
 	ctx, cancel := context.WithCancel(ctx)
 	w := fsq.StartWatch(ctx, fsq.WatchConfig{
-		Dirs: []string{pause.DirPath(a.cfg.Spool.Root)}, Rescan: a.cfg.PauseRescan, NoNotify: a.cfg.NoNotify,
+		Dirs: []string{pause.DirPath(a.spool.Root)}, Rescan: a.cfg.PauseRescan, NoNotify: a.cfg.NoNotify,
 		OnFallback: func(err error) {
 			a.log.Debug().Err(err).Dur("pause_rescan_ms", a.cfg.PauseRescan).Msg("no inotify watch on paused/: it is listed periodically")
 		},

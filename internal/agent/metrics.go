@@ -1,41 +1,26 @@
 package agent
 
 import (
-	"errors"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/farro-dev/farro/internal/tally"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
-// claimed records a successful claim: its latency and how long the job
-// had waited in incoming/ (since the updated_at the index read, i.e. when
-// it was submitted, promoted, released or requeued).
-func claimed(cd cand, start time.Time) {
-	now := time.Now()
-	var waited time.Duration
-	if cd.queued != 0 {
-		waited = now.Sub(time.Unix(0, cd.queued))
-	}
-	tally.ClaimDone(now.Sub(start), waited)
-}
-
-// claimFailure names a failed claim for farro_claims_failed_total.
-func claimFailure(err error) string {
-	switch {
-	case errors.Is(err, fsq.ErrLocked):
-		return "locked"
-	case errors.Is(err, fsq.ErrVanished):
-		return "vanished"
-	case errors.Is(err, job.ErrSchema):
-		return "schema"
-	case errors.Is(err, job.ErrState):
-		return "state"
-	case errors.Is(err, job.ErrCorrupt):
-		return "corrupt"
-	}
-	return "other"
+// SpoolStore is the store agentd claims from on a spool: the spool
+// store with its bounded index of incoming/ (spoolstore.WithIndex), fed by
+// a watch of the directory (rescanned every rescan; noNotify: rescans
+// only), logging to log, and counting its claims in internal/tally (claim
+// latency and queue wait, failed claims by reason), as agentd's metrics
+// say.
+func SpoolStore(sp *job.Spool, rescan time.Duration, noNotify bool, log zerolog.Logger) *spoolstore.Store {
+	return spoolstore.New(sp, spoolstore.WithIndex(spoolstore.IndexConfig{
+		Rescan: rescan, NoNotify: noNotify, Log: log,
+		OnClaimed: tally.ClaimDone, OnClaimFailed: tally.ClaimFailed,
+	}))
 }
 
 // runFinished records a run once its commit was attempted: the outcome is

@@ -37,7 +37,7 @@ const (
 )
 
 // outages tracks the kinds whose handler could not start a job. While a
-// kind is blocked, the index parks its jobs (they stay queued); a
+// kind is blocked, no claim asks for it (its jobs stay queued); a
 // recheck after the backoff (the handler's Check, if it has one)
 // unblocks it, and the next job of that kind is a trial: a start that
 // fails again blocks it again for twice as long (up to the maximum), a
@@ -71,8 +71,9 @@ func (a *Agent) runnable(kind string) bool {
 	return o == nil || !o.blocked
 }
 
-// parked is the index's report of a job it set aside: logged once per
-// kind when the kind has no handler at all (outages log themselves).
+// parked is the store's report of a job its claim passed over
+// (store.ClaimOptions.PassedOver): logged once per kind when the kind has
+// no handler at all (outages and pauses log themselves).
 func (a *Agent) parked(kind, id string) {
 	if a.cfg.Handlers[kind] != nil {
 		return
@@ -110,7 +111,7 @@ func (a *Agent) handlerOutcome(kind string, began time.Time, err error) {
 		a.log.Warn().Str("kind", kind).Dur("outage", time.Since(o.since).Round(time.Millisecond)).
 			Msgf("the %s handler runs again: its jobs are claimed again", kind)
 		if o.blocked {
-			a.idx.unpark(kind)
+			a.wakeClaims()
 		}
 	case o != nil && o.blocked:
 		a.out.mu.Unlock() // another slot's failure of the same outage
@@ -172,7 +173,7 @@ func (a *Agent) recheck(kind string, o *outage, delay time.Duration) {
 		o.blocked = false
 		a.out.mu.Unlock()
 		a.log.Info().Str("kind", kind).Msgf("the %s handler looks usable again: trying the next job", kind)
-		a.idx.unpark(kind)
+		a.wakeClaims()
 		return
 	}
 }

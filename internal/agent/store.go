@@ -14,15 +14,17 @@ import (
 	"github.com/farro-dev/farro/pkg/store"
 )
 
-// Running on a store (Config.Store: PostgreSQL, one queue for agents on
-// several hosts). The slots are the spool's (slot, run, supervise,
-// commit): only where a batch of claims comes from differs (claimStore
-// instead of the index and the spool's locks), and each claim is an
-// attempt through storeAttempt. A slot claims one job, or while the
-// handlers run briefly (runTimes.short) up to aheadMax at once, of the
-// kinds it can run now (a handler, no outage); when there is none it
-// waits for a notification of a queued job (the store's WaitQueued, when
-// it has one) or for StorePoll, whichever is first, and claims again.
+// Claiming from the store, whatever it is: a spool's (SpoolStore: its
+// bounded index of incoming/, the spool's lock pool and group commit) or
+// PostgreSQL (one queue for agents on several hosts). A slot claims one
+// job, or while the handlers run briefly (runTimes.short) up to aheadMax
+// at once, of the kinds it can run now (a handler, not paused, no
+// outage); when there is none it waits for news of a queued job (the
+// store's WaitQueued, when it has one: a spool store's index, pgstore's
+// LISTEN/NOTIFY) or for StorePoll, whichever is first, and claims again.
+// A spool's claim is local (localClaim): it runs as spoolAttempt, in the
+// job's own directory; any other claim runs through storeAttempt, under
+// its lease.
 
 // Store defaults (Config.Lease, Config.StorePoll).
 const (
@@ -34,9 +36,28 @@ const (
 )
 
 // queueWaiter is what a store may offer for pickup (pgstore's
-// LISTEN/NOTIFY).
+// LISTEN/NOTIFY, a spool store's index).
 type queueWaiter interface {
 	WaitQueued(ctx context.Context, timeout time.Duration) (bool, error)
+}
+
+// lister is a store that lists the queue before its claims are the best
+// (a spool store's index): Ready waits for that first listing.
+type lister interface {
+	Listed() <-chan struct{}
+}
+
+// waker is a store whose waiting claims can be woken (a spool store's
+// index): a kind that can run again is claimed at once, not after
+// StorePoll.
+type waker interface{ Wake() }
+
+// wakeClaims wakes a slot waiting for queued jobs: a kind was resumed or
+// its handler is usable again, and the next claim asks for it.
+func (a *Agent) wakeClaims() {
+	if w, ok := a.cfg.Store.(waker); ok {
+		w.Wake()
+	}
 }
 
 // claimStore is claimBatch on a store: it waits for at least one claim,
@@ -51,14 +72,19 @@ func (a *Agent) claimStore(ctx context.Context) []claimedJob {
 		var cs []store.Claim
 		var err error
 		if kinds := a.runnableKinds(); len(kinds) > 0 {
-			cs, err = a.cfg.Store.Claim(ctx, a.holder, store.ClaimOptions{Max: max, Kinds: kinds, Lease: a.cfg.Lease})
+			cs, err = a.cfg.Store.Claim(ctx, a.holder, store.ClaimOptions{Max: max, Kinds: kinds, Lease: a.cfg.Lease, PassedOver: a.parked})
 		}
-		a.rdOnce.Do(func() { close(a.ready) })
+		if !a.byListing {
+			a.rdOnce.Do(func() { close(a.ready) })
+		}
 		var out []claimedJob
 		for _, c := range cs {
 			if at := a.prepare(c); at != nil {
 				out = append(out, claimedJob{c: at, at: time.Now()})
 			}
+		}
+		if err != nil && a.durabilityLost(err) {
+			return out // the claims stop (ctx is done): the slot releases these
 		}
 		if len(out) > 0 {
 			return out
@@ -105,6 +131,9 @@ func (a *Agent) runnableKinds() []string {
 // spool's job directory). A claim that cannot run here (no working
 // directory, a full disk) is released at once, its attempt not counted.
 func (a *Agent) prepare(c store.Claim) attempt {
+	if lc, ok := c.(localClaim); ok {
+		return spoolAttempt{lc}
+	}
 	at := &storeAttempt{c: c, prompt: c.Prompt(), local: a.cfg.Local, agent: a.cfg.ID, lease: a.cfg.Lease, renewed: time.Now()}
 	err := fmt.Errorf("no working directory for the attempt on this host")
 	if c.Dir() != "" {
@@ -220,4 +249,33 @@ func (s *storeAttempt) Commit(to job.State, reason string, mutate func(*job.Job)
 	ctx, cancel := call()
 	defer cancel()
 	return s.c.Commit(ctx, to, reason, mutate)
+}
+
+// localClaim is a claim whose job is kept on this host (a spool store's):
+// its envelope names the job's own directory, where its prompt already
+// is, and an operator's request is a file there that the holder removes
+// once it fulfils it.
+type localClaim interface {
+	store.Claim
+	Envelope() job.Envelope
+	DropControl() error
+}
+
+// spoolAttempt is a local claim as an attempt. It holds while this agent
+// lives (watchdogd judges a silent one): a failed heartbeat is only
+// logged, as it always was on a spool, and there is no lease to lose.
+type spoolAttempt struct{ c localClaim }
+
+func (s spoolAttempt) Envelope() job.Envelope { return s.c.Envelope() }
+func (s spoolAttempt) Heartbeat() error       { return s.c.Heartbeat(context.Background()) }
+func (s spoolAttempt) PendingControl() (*job.Control, error) {
+	return s.c.PendingControl(context.Background())
+}
+func (s spoolAttempt) DropControl() error { return s.c.DropControl() }
+func (s spoolAttempt) RecordHandler(id proc.Identity) error {
+	return s.c.RecordHandler(context.Background(), id)
+}
+func (s spoolAttempt) Fence() error { return s.c.Fence(context.Background()) }
+func (s spoolAttempt) Commit(to job.State, reason string, mutate func(*job.Job)) error {
+	return s.c.Commit(context.Background(), to, reason, mutate)
 }

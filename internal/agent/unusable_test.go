@@ -115,7 +115,7 @@ func TestKindWithoutHandlerStaysQueued(t *testing.T) {
 	f.stays(t, "k1", 0, false)
 	f.submit(t, "n2", "noop", 0)
 	f.waitState(t, "n2", job.Succeeded)
-	if n := f.agent.idx.parkedLen(); n != 2 {
+	if n := f.parked(); n != 2 {
 		t.Errorf("%d jobs parked, want 2", n)
 	}
 	// A parked job that leaves incoming/ leaves the index.
@@ -123,10 +123,10 @@ func TestKindWithoutHandlerStaysQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for f.agent.idx.parkedLen() != 1 && time.Now().Before(deadline) {
+	for f.parked() != 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := f.agent.idx.parkedLen(); n != 1 {
+	if n := f.parked(); n != 1 {
 		t.Errorf("%d jobs parked after x1 left, want 1", n)
 	}
 	f.submit(t, "x2", "exec", 0)

@@ -160,6 +160,10 @@ type ClaimOptions struct {
 	// claim holds while its holder lives, and watchdogd's silence
 	// threshold stands in for the lease).
 	Lease time.Duration
+	// PassedOver, when not nil, is told of a queued job the claim saw
+	// and left because its kind is not in Kinds (a store that selects
+	// by kind in its query never sees one, and never calls it).
+	PassedOver func(kind, id string)
 }
 
 // Filter selects jobs for List. Its zero value selects every job.

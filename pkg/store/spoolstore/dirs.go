@@ -15,16 +15,6 @@ var (
 	_ store.FinishWatcher = (*Store)(nil)
 )
 
-// New returns the store of a spool already open (a daemon's, opened
-// with its own options): the same spool, no second layout check.
-func New(sp *job.Spool, opts ...Option) *Store {
-	c := config{lockGrace: DefaultLockGrace}
-	for _, o := range opts {
-		o(&c)
-	}
-	return &Store{sp: sp, lockGrace: c.lockGrace}
-}
-
 // GetDir reads job id's job.json and says where it is (store.Dirs). With
 // a hint other than in-progress the job's directory in that state is read
 // first: one read when the hint is right, as a reader that watched the

@@ -2,6 +2,9 @@
 // over a job.Spool, a directory tree on one host. pkg/job keeps the
 // spool's transactions (submit, claim, commit, move, recovery); this
 // package adapts them to the seam and adds nothing to what is on disk.
+// With WithIndex its claims come from a bounded index of incoming/ fed by
+// a watch of the directory (agentd's claims: see indexed.go); without,
+// each Claim lists incoming/.
 //
 // Errors are pkg/job's; a busy lock (fsq.ErrLocked) is also
 // store.ErrBusy (errors.Is holds for both).
@@ -40,6 +43,7 @@ const Actor = "store"
 type Store struct {
 	sp        *job.Spool
 	lockGrace time.Duration
+	ix        *indexed // WithIndex: the claims' index of incoming/
 }
 
 var _ store.Store = (*Store)(nil)
@@ -47,6 +51,7 @@ var _ store.Store = (*Store)(nil)
 type config struct {
 	spoolOpts []job.Option
 	lockGrace time.Duration
+	index     *IndexConfig
 }
 
 // Option configures Open.
@@ -73,15 +78,41 @@ func Open(root string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{sp: sp, lockGrace: c.lockGrace}, nil
+	return newStore(sp, c), nil
+}
+
+// New returns the store of a spool already open (a daemon's, opened with
+// its own options: WithSpoolOptions is ignored, no second layout check);
+// agentd's is made with WithIndex.
+func New(sp *job.Spool, opts ...Option) *Store {
+	c := config{lockGrace: DefaultLockGrace}
+	for _, o := range opts {
+		o(&c)
+	}
+	return newStore(sp, c)
+}
+
+func newStore(sp *job.Spool, c config) *Store {
+	s := &Store{sp: sp, lockGrace: c.lockGrace}
+	if c.index != nil {
+		s.ix = newIndexed(sp, *c.index)
+	}
+	return s
 }
 
 // Spool returns the spool behind the store, for what the seam does not
-// carry yet (the daemons that still reach the spool directly).
+// carry (the files a daemon keeps beside the jobs: paused/, its agent
+// directory, the priority hints of ended jobs).
 func (s *Store) Spool() *job.Spool { return s.sp }
 
-// Close releases nothing: a spool holds no connection.
-func (s *Store) Close() error { return nil }
+// Close stops an indexed store's watch of incoming/ (its Claim fails
+// afterwards); a spool holds no connection.
+func (s *Store) Close() error {
+	if s.ix != nil {
+		s.ix.close()
+	}
+	return nil
+}
 
 // busy makes a busy lock store.ErrBusy as well.
 func busy(err error) error {
@@ -109,8 +140,8 @@ func (s *Store) Submit(ctx context.Context, reqs []job.SubmitRequest) ([]*job.Jo
 	return jobs, errs
 }
 
-// cand is a claimable job as Claim orders it.
-type cand struct {
+// lcand is a claimable job as the listing Claim orders it.
+type lcand struct {
 	id   string
 	prio int
 	age  time.Time
@@ -118,7 +149,7 @@ type cand struct {
 	kind string // once read
 }
 
-func (a *cand) before(b *cand) bool {
+func (a *lcand) before(b *lcand) bool {
 	if a.prio != b.prio {
 		return a.prio > b.prio
 	}
@@ -128,13 +159,13 @@ func (a *cand) before(b *cand) bool {
 	return a.id < b.id
 }
 
-type candHeap []cand
+type lcandHeap []lcand
 
-func (h candHeap) Len() int           { return len(h) }
-func (h candHeap) Less(i, j int) bool { return h[i].before(&h[j]) }
-func (h candHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *candHeap) Push(x any)        { *h = append(*h, x.(cand)) }
-func (h *candHeap) Pop() any {
+func (h lcandHeap) Len() int           { return len(h) }
+func (h lcandHeap) Less(i, j int) bool { return h[i].before(&h[j]) }
+func (h lcandHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lcandHeap) Push(x any)        { *h = append(*h, x.(lcand)) }
+func (h *lcandHeap) Pop() any {
 	old := *h
 	c := old[len(old)-1]
 	*h = old[:len(old)-1]
@@ -156,12 +187,12 @@ func ageOf(j *job.Job) time.Time {
 // never worse than the job.json they stand for (a hint is written with
 // its job), so Claim reads each candidate's job.json before it takes it
 // and puts it back when it turns out worse than the next one.
-func (s *Store) candidates(ctx context.Context) (candHeap, error) {
+func (s *Store) candidates(ctx context.Context) (lcandHeap, error) {
 	hints := map[string]int{}
 	if err := s.sp.ScanHints(func(prio int, id string) { hints[id] = prio }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("claim: priority hints: %w", err)
 	}
-	var h candHeap
+	var h lcandHeap
 	err := fsq.ScanDirFunc(s.sp.StateDir(job.Queued), func(name string, isDir bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -169,7 +200,7 @@ func (s *Store) candidates(ctx context.Context) (candHeap, error) {
 		if !isDir || job.ValidateID(name) != nil {
 			return nil // a lock (<id>.lock is no job name), or something planted
 		}
-		c := cand{id: name, prio: hints[name]}
+		c := lcand{id: name, prio: hints[name]}
 		if t, ok := job.IDTime(name); ok {
 			c.age = t
 		} else if !s.readCand(&c) {
@@ -188,7 +219,7 @@ func (s *Store) candidates(ctx context.Context) (candHeap, error) {
 // readCand reads c's job.json in incoming/: false when it is gone or not
 // queued there. An unreadable one stays a candidate: the claim
 // quarantines it.
-func (s *Store) readCand(c *cand) bool {
+func (s *Store) readCand(c *lcand) bool {
 	j, err := job.ReadJob(s.sp.JobDir(job.Queued, "", c.id))
 	switch {
 	case errors.Is(err, fsq.ErrVanished):
@@ -204,13 +235,17 @@ func (s *Store) readCand(c *cand) bool {
 }
 
 // Claim takes up to opts.Max jobs of incoming/, best first, with
-// job.Spool.Claim. Its cost is a listing of incoming/ and of the
-// priority hints per call, plus one read of job.json per candidate tried:
-// agentd keeps its bounded index of incoming/ (internal/agent) until it
-// moves onto the seam. A job someone else took meanwhile (its lock is
-// busy) or one an operator's request was applied to (job.ErrControlled)
-// is passed over; so are jobs gone, not queued, or of an unknown schema.
+// job.Spool.Claim. Without an index its cost is a listing of incoming/
+// and of the priority hints per call, plus one read of job.json per
+// candidate tried; an indexed store (WithIndex) takes its candidates from
+// its index instead, and claims several concurrently (see indexed.go). A
+// job someone else took meanwhile (its lock is busy) or one an operator's
+// request was applied to (job.ErrControlled) is passed over; so are jobs
+// gone, not queued, or of an unknown schema.
 func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions) ([]store.Claim, error) {
+	if s.ix != nil {
+		return s.ix.claim(ctx, h, opts)
+	}
 	want := max(opts.Max, 1)
 	cands, err := s.candidates(ctx)
 	if err != nil {
@@ -221,7 +256,7 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		c := heap.Pop(&cands).(cand)
+		c := heap.Pop(&cands).(lcand)
 		if !c.read {
 			if !s.readCand(&c) {
 				continue
@@ -232,6 +267,9 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 			}
 		}
 		if len(opts.Kinds) > 0 && !slices.Contains(opts.Kinds, c.kind) {
+			if c.kind != "" && opts.PassedOver != nil {
+				opts.PassedOver(c.kind, c.id)
+			}
 			continue // of another kind, or unreadable (a claim of any kind quarantines it)
 		}
 		cl, err := s.sp.Claim(c.id, h)
@@ -271,6 +309,14 @@ func (c *claim) Fence(ctx context.Context) error { return c.c.Fence() }
 func (c *claim) Commit(ctx context.Context, to job.State, reason string, mutate func(*job.Job)) error {
 	return c.lost(c.c.Commit(to, reason, mutate))
 }
+
+// Envelope is the claimed job's envelope (job.Claimed.Envelope): its
+// runtime names the job's directory and its lock on this host.
+func (c *claim) Envelope() job.Envelope { return c.c.Envelope() }
+
+// DropControl removes the operator's request from the job's directory
+// once it is being fulfilled (job.Claimed.DropControl).
+func (c *claim) DropControl() error { return c.c.DropControl() }
 
 // lost makes an error of a claim that was taken away say so: a write
 // that failed on the way (its directory gone, say) before the fence

@@ -2,7 +2,11 @@ package spoolstore_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store"
 	"github.com/farro-dev/farro/pkg/store/spoolstore"
 	"github.com/farro-dev/farro/pkg/store/storetest"
@@ -17,6 +21,21 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	})
+}
+
+// TestConformanceIndexed runs the suite over an indexed spool store
+// (WithIndex: agentd's claims).
+func TestConformanceIndexed(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store {
+		sp, err := job.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := spoolstore.New(sp, spoolstore.WithIndex(spoolstore.IndexConfig{Rescan: 50 * time.Millisecond, Log: zerolog.Nop()}))
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	})

@@ -1,8 +1,7 @@
-package agent
+package spoolstore
 
 import (
 	"container/heap"
-	"context"
 	"errors"
 	"math"
 	"os"
@@ -16,7 +15,8 @@ import (
 	"github.com/farro-dev/farro/pkg/job"
 )
 
-// index is the agent's in-memory view of incoming/: the claimable job IDs
+// index is the indexed store's in-memory view of incoming/ (WithIndex):
+// the claimable job IDs
 // ordered by priority (highest first), then age (oldest first), then id.
 // It is fed by directory events and by refills (a listing of incoming/),
 // so a claim never reads the whole directory.
@@ -43,18 +43,14 @@ import (
 // priority are handed out while incoming/ is still being listed, the
 // others only once the first listing is done.
 //
-// A job of a kind the agent cannot run (no handler, or its handler is in
-// an outage: runnable says no) is never handed to a slot: next parks it,
-// and unpark gives a kind's parked jobs back when its handler is usable
-// again. A parked job stays queued for other agents; it leaves the index
-// when it leaves incoming/.
+// A job of a kind the claim did not ask for (store.ClaimOptions.Kinds:
+// an agent's kinds without a handler, paused, or whose handler is in an
+// outage) is never handed out: tryNext parks it, and unpark gives a
+// kind's parked jobs back when a claim asks for it again. A parked job
+// stays queued for other agents; it leaves the index when it leaves
+// incoming/.
 type index struct {
 	spool *job.Spool
-	// runnable reports whether a kind can run now (nil: every kind). It
-	// is called with mu held; it must not call into the index.
-	runnable func(kind string) bool
-	// onPark is called (without mu) for each job parked by next.
-	onPark func(kind, id string)
 	// cap bounds the candidates held (and the parked jobs of each kind).
 	cap int
 
@@ -70,6 +66,8 @@ type index struct {
 	// a positive priority (known from their hints) are handed out: any
 	// other may be worse than a job not listed yet.
 	listed bool
+	// lastCount is how many jobs the last full listing saw in incoming/.
+	lastCount int
 	// bound, while more, is the best estimate of a candidate dropped (a
 	// refill's estimate of it): no job outside the index is better. A
 	// candidate worse than bound is handed out only after a refill.
@@ -90,7 +88,7 @@ type index struct {
 	lastSet     bool
 	parkDropped bool // a job was dropped as parked since the last refill
 	wake        chan struct{}
-	refillReq   chan struct{} // a refill is wanted (served by the agent's consume loop)
+	refillReq   chan struct{} // a refill is wanted (served by the indexed store's consume loop)
 	refillMu    sync.Mutex    // one refill at a time
 	skipFor     time.Duration
 	// reads counts the job.json reads of the index (tests: the start
@@ -109,11 +107,11 @@ const maxPrune = 256
 // cursorLife is how long a refill cursor is trusted.
 const cursorLife = 5 * time.Minute
 
-// defaultIndexCap is how many candidates an agent holds (twice as many
+// DefaultIndexCap is how many candidates an index holds (twice as many
 // between two trims): about 100 bytes each, so a few MiB at most, and a
 // refill (a listing of incoming/: about half a second at a million jobs)
 // per six thousand claims or so.
-const defaultIndexCap = 8192
+const DefaultIndexCap = 8192
 
 // cand is one claimable job as the index holds it.
 type cand struct {
@@ -152,7 +150,7 @@ func (h *candHeap) Pop() any {
 
 func newIndex(s *job.Spool) *index {
 	return &index{
-		spool: s, cap: defaultIndexCap,
+		spool: s, cap: DefaultIndexCap,
 		known: map[string]struct{}{}, parked: map[string]map[string]cand{}, parkedOver: map[string]bool{},
 		kinds: map[string]string{}, skip: map[string]time.Time{},
 		wake: make(chan struct{}, 1), refillReq: make(chan struct{}, 1), skipFor: time.Minute,
@@ -304,27 +302,14 @@ func (x *index) askRefill() {
 	}
 }
 
-// next blocks until a candidate is available or ctx is done.
-func (x *index) next(ctx context.Context) (cand, bool) {
-	for {
-		if ctx.Err() != nil {
-			return cand{}, false
-		}
-		if c, ok := x.tryNext(); ok {
-			return c, true
-		}
-		select {
-		case <-ctx.Done():
-			return cand{}, false
-		case <-x.wake:
-		}
-	}
-}
-
 // tryNext returns the best runnable candidate, if there is one now.
-func (x *index) tryNext() (cand, bool) {
+// runnable (nil: every kind) says whether a kind may be handed out now;
+// it is called with mu held and must not call into the index. A
+// candidate of another kind is parked, and onPark (when not nil) told of
+// it, without mu.
+func (x *index) tryNext(runnable func(kind string) bool, onPark func(kind, id string)) (cand, bool) {
 	var parked []cand
-	defer func() { x.notePark(parked) }()
+	defer func() { notePark(onPark, parked) }()
 	x.mu.Lock()
 	for {
 		x.wantRefill()
@@ -366,7 +351,7 @@ func (x *index) tryNext() (cand, bool) {
 			x.mu.Unlock()
 			return cand{}, false
 		}
-		if c.kind != "" && x.runnable != nil && !x.runnable(c.kind) {
+		if c.kind != "" && runnable != nil && !runnable(c.kind) {
 			if x.park(c) {
 				parked = append(parked, c)
 			}
@@ -411,17 +396,37 @@ func (x *index) park(c cand) bool {
 	return true
 }
 
-func (x *index) notePark(cs []cand) {
-	if x.onPark == nil {
+func notePark(onPark func(kind, id string), cs []cand) {
+	if onPark == nil {
 		return
 	}
 	for _, c := range cs {
-		x.onPark(c.kind, c.id)
+		onPark(c.kind, c.id)
 	}
 }
 
-// unpark gives the jobs parked under kind back to the heap. Call it after
-// runnable has started to say yes for kind.
+// unparkRunnable gives back the jobs parked under every kind runnable
+// now says yes for (nil: every kind).
+func (x *index) unparkRunnable(runnable func(kind string) bool) {
+	x.mu.Lock()
+	if len(x.parked) == 0 {
+		x.mu.Unlock()
+		return
+	}
+	var kinds []string
+	for kind := range x.parked {
+		if runnable == nil || runnable(kind) {
+			kinds = append(kinds, kind)
+		}
+	}
+	x.mu.Unlock()
+	for _, kind := range kinds {
+		x.unpark(kind)
+	}
+}
+
+// unpark gives the jobs parked under kind back to the heap. Call it once
+// a claim asks for kind again.
 func (x *index) unpark(kind string) {
 	x.mu.Lock()
 	m := x.parked[kind]
@@ -520,8 +525,7 @@ func (x *index) removed(name string) {
 	x.mu.Unlock()
 }
 
-// rescan is a refill: at start, at every periodic rescan of incoming/, and
-// whenever the index dropped candidates and runs low.
+// rescan is a full refill (tests).
 func (x *index) rescan() error { _, err := x.refill(false); return err }
 
 // refill lists the hints and incoming/ and takes the best cap candidates
@@ -529,8 +533,12 @@ func (x *index) rescan() error { _, err := x.refill(false); return err }
 // memory is that of cap candidates, whatever the size of incoming/. It
 // returns how many candidates it took. With hintsOnly it lists the hints
 // alone (a periodic rescan of an index that holds less than the queue,
-// see Agent.refill): what it knows it dropped it still knows.
-func (x *index) refill(hintsOnly bool) (int, error) {
+// see indexed.refill): what it knows it dropped it still knows.
+func (x *index) refill(hintsOnly bool) (int, error) { return x.refillSignal(hintsOnly, true) }
+
+// refillSignal is refill; with signal false it wakes no waiter unless it
+// took a job (a claim's own listing: see indexed.claim).
+func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 	x.refillMu.Lock()
 	defer x.refillMu.Unlock()
 	now := time.Now()
@@ -617,7 +625,9 @@ func (x *index) refill(hintsOnly bool) (int, error) {
 	})
 	hinted := x.merge(hsel, now)
 	if hintsOnly {
-		x.signal()
+		if signal {
+			x.signal()
+		}
 		return len(hinted), nil
 	}
 	for _, c := range hinted {
@@ -629,12 +639,14 @@ func (x *index) refill(hintsOnly bool) (int, error) {
 	onlyHints := hsel.dropped && hsel.best.priority > 0
 
 	sel := newSelection(x.cap)
+	count := 0
 	err := fsq.ScanDirFunc(x.spool.StateDir(job.Queued), func(name string, _ bool) error {
 		// Entries that are not directories but carry a valid id are
 		// taken too: the claim quarantines them under the lock.
 		if strings.HasSuffix(name, job.LockSuffix) || job.ValidateID(name) != nil {
 			return nil
 		}
+		count++
 		if _, ok := parked[name]; ok {
 			parked[name] = true
 		}
@@ -663,6 +675,7 @@ func (x *index) refill(hintsOnly bool) (int, error) {
 		x.more = true // the listing's jobs come after those hints
 	}
 	x.listed = true // default-priority jobs may go (see tryNext)
+	x.lastCount = count
 	// The cursor may move to the worst job taken only if every job up to
 	// it was taken: not past a hinted job the hints' selection dropped.
 	x.lastSet = false
@@ -677,7 +690,9 @@ func (x *index) refill(hintsOnly bool) (int, error) {
 		}
 	}
 	x.mu.Unlock()
-	x.signal() // also when nothing was new: a slot waits for this refill
+	if signal {
+		x.signal() // also when nothing was new: a slot waits for this refill
+	}
 	return len(hinted) + len(listed), nil
 }
 
@@ -718,6 +733,18 @@ func (x *index) merge(sel *selection, now time.Time) []cand {
 	x.push(read)
 	return read
 }
+
+// small reports whether a listing of incoming/ is cheap: the last one saw
+// at most syncListMax jobs, and the index dropped none since.
+func (x *index) small() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.listed && !x.more && x.lastCount <= syncListMax
+}
+
+// syncListMax bounds the jobs of incoming/ a claim lists itself before
+// it takes its candidates (see indexed.claim).
+const syncListMax = 256
 
 // partial reports whether the index knows it holds less than incoming/.
 func (x *index) partial() bool {

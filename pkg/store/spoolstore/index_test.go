@@ -1,7 +1,6 @@
-package agent
+package spoolstore
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,7 +80,7 @@ func drain(t *testing.T, s *job.Spool, x *index, strict bool, after map[int]func
 			f()
 		}
 		want := bestOf(queuedKeys(t, s))
-		c, ok := x.tryNext()
+		c, ok := x.tryNext(nil, nil)
 		if n := x.len(); n > 2*x.cap {
 			t.Fatalf("index holds %d candidates, over twice its cap %d", n, x.cap)
 		}
@@ -251,7 +250,7 @@ func TestIndexBeforeFirstListing(t *testing.T) {
 	for _, j := range later { // their events came before any listing
 		x.add(j.ID)
 	}
-	c, ok := x.tryNext()
+	c, ok := x.tryNext(nil, nil)
 	if !ok || c.id != later[1].ID {
 		t.Fatalf("before the listing: %v %s, want the priority-3 job %s", ok, c.id, later[1].ID)
 	}
@@ -259,14 +258,14 @@ func TestIndexBeforeFirstListing(t *testing.T) {
 	if err := os.Rename(s.JobDir(job.Queued, "", c.id), s.Path(job.TmpDir, c.id)); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := x.tryNext(); ok {
+	if c, ok := x.tryNext(nil, nil); ok {
 		t.Fatalf("before the listing the index gave %s (priority %d)", c.id, c.priority)
 	}
 	if err := x.rescan(); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{old.ID, later[0].ID} {
-		c, ok := x.tryNext()
+		c, ok := x.tryNext(nil, nil)
 		if !ok || c.id != want {
 			t.Fatalf("after the listing: %v %s, want %s", ok, c.id, want)
 		}
@@ -294,21 +293,21 @@ func TestIndexParkedBounded(t *testing.T) {
 	for _, j := range submitMany(t, s, later) {
 		blocked = append(blocked, j.ID)
 	}
-	runnable := submitMany(t, s, requests(5, func(int) int { return 0 }))
+	ready := submitMany(t, s, requests(5, func(int) int { return 0 }))
 	var mu sync.Mutex
 	canRun := map[string]bool{"noop": true}
 	x := newIndex(s)
 	x.cap = 3
-	x.runnable = func(kind string) bool { mu.Lock(); defer mu.Unlock(); return canRun[kind] }
+	runnable := func(kind string) bool { mu.Lock(); defer mu.Unlock(); return canRun[kind] }
 	if err := x.rescan(); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for deadline := time.Now().Add(20 * time.Second); len(got) < len(runnable); {
+	for deadline := time.Now().Add(20 * time.Second); len(got) < len(ready); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the runnable jobs never came past the parked ones: got %v", got)
 		}
-		c, ok := x.tryNext()
+		c, ok := x.tryNext(runnable, nil)
 		if !ok {
 			if _, err := x.refill(false); err != nil {
 				t.Fatal(err)
@@ -336,53 +335,6 @@ func TestIndexParkedBounded(t *testing.T) {
 	}
 }
 
-// An agent that starts on a long queue claims the one high-priority job
-// first, and before reading every job.json.
-func TestAgentStartClaimsPriorityFirstWithoutReadingAll(t *testing.T) {
-	t.Parallel()
-	s, err := job.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 500
-	submitMany(t, s, requests(n, func(int) int { return 0 }))
-	high := submitMany(t, s, requests(1, func(int) int { return 5 }))[0]
-	first := make(chan string, 1)
-	var a *Agent
-	var readsAtFirst int64
-	rec := HandlerFunc(func(_ context.Context, tk Task) Result {
-		select {
-		case first <- tk.Env.Lifecycle.ID:
-			readsAtFirst = a.idx.reads.Load()
-		default:
-		}
-		return Result{}
-	})
-	a, err = New(Config{Spool: s, ID: "t1", Handlers: map[string]Handler{"noop": rec}, Log: testLog(t, "t1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var id string
-	select {
-	case id = <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no claim within 10 s")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if id != high.ID {
-		t.Errorf("first claim %s, want the priority-5 job %s", id, high.ID)
-	}
-	if readsAtFirst >= n/10 {
-		t.Errorf("the index read %d job.json files before its first claim (queue of %d)", readsAtFirst, n+1)
-	}
-}
-
 // BenchmarkIndexMemoryPerJob reports the index's heap per queued job for
 // 100k jobs: held (cap above the queue: the cost of one candidate) and
 // capped (the default cap: what an agent pays per queued job).
@@ -396,7 +348,7 @@ func BenchmarkIndexMemoryPerJob(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		cap  int
-	}{{"held", jobs}, {"capped", defaultIndexCap}} {
+	}{{"held", jobs}, {"capped", DefaultIndexCap}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var perJob float64
 			for i := 0; i < b.N; i++ {
@@ -482,7 +434,7 @@ func TestIndexHintsOnlyRefill(t *testing.T) {
 	if _, err := x.refill(true); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := x.tryNext(); !ok || c.id != unseen[0].ID {
+	if c, ok := x.tryNext(nil, nil); !ok || c.id != unseen[0].ID {
 		t.Fatalf("after a refill of the hints: %v %s, want the hinted job %s", ok, c.id, unseen[0].ID)
 	}
 	x.mu.Lock()
@@ -499,23 +451,5 @@ func TestIndexHintsOnlyRefill(t *testing.T) {
 	x.mu.Unlock()
 	if !held {
 		t.Fatal("a full listing did not take the oldest job")
-	}
-}
-
-// A job that ends (succeeded, killed) loses its priority hint at its
-// commit; one that failed keeps it (a retry brings it back to incoming/).
-func TestCommitDropsHintOfEndedJob(t *testing.T) {
-	t.Parallel()
-	fail := HandlerFunc(func(context.Context, Task) Result { return Result{Err: fmt.Errorf("no")} })
-	f := setup(t, Config{Handlers: map[string]Handler{"noop": Noop, "fail": fail}})
-	f.submit(t, "ok1", "noop", 3)
-	f.submit(t, "bad1", "fail", 2)
-	f.waitState(t, "ok1", job.Succeeded)
-	f.waitState(t, "bad1", job.Failed)
-	if _, err := os.Lstat(filepath.Join(f.spool.HintDir(), job.HintName(3, "ok1"))); !os.IsNotExist(err) {
-		t.Errorf("hint of the succeeded job: %v, want it removed", err)
-	}
-	if _, err := os.Lstat(filepath.Join(f.spool.HintDir(), job.HintName(2, "bad1"))); err != nil {
-		t.Errorf("hint of the failed job: %v, want it kept", err)
 	}
 }
