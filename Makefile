@@ -99,7 +99,7 @@ clean:
 #   make bench-crawl-smoke  the same on 300 pages, one run: under a minute
 #   make bench-scale  the scale section alone at 1k and 1M queued jobs (the
 #                     1M goals; make bench stops at 100k): 4 M inodes twice,
-#                     about 20 minutes and 35 GB of disk
+#                     about an hour and 35 GB of disk
 .PHONY: bench bench-smoke bench-crawl bench-crawl-smoke bench-scale
 bench:
 	cd bench && $(GO) run -mod=mod ./cmd/bench -mode full
