@@ -125,5 +125,90 @@ func TestGoalsAtOneMillion(t *testing.T) {
 	wantMeasured(t, findGoal(t, r, "root", "scale: Spool.Claim p50 at 1M / at 1k"), "2.00x", false)
 	wantMeasured(t, findGoal(t, r, "root", "scale: each daemon's peak RSS at 1M queued"), "70.0 MiB", false)
 	wantUnmeasured(t, findGoal(t, r, "root", "durable throughput farro / River SQLite tuned"), "not in -only")
-	wantUnmeasured(t, findGoal(t, r, "root", "scale: watchdogd recovers a dead agent's job during its startup pass at 1M"), "small spool")
+	wantUnmeasured(t, findGoal(t, r, "root", "scale: watchdogd recovers a dead agent's job during its startup pass at 1M"), "figure missing")
+	wantUnmeasured(t, findGoal(t, r, "root", "scale: first claim, in priority order, within 1 s of agentd start at 1M"), "figure missing")
+	wantUnmeasured(t, findGoal(t, r, "root", "scale: no periodic pass is O(all jobs) at 1M"), "figure missing")
+}
+
+// scaleFigures records the probes' figures of one scale column: the
+// priority job's claim (ms, and whether it was agentd's first), the dead
+// agent's job recovered and the startup pass done (ms), and the five idle
+// CPU figures (ms per s) in idleFigures' order.
+func scaleFigures(r *report.Report, col string, prioMs float64, first bool, recoverMs, passMs float64, idle ...float64) {
+	r.SetNum("sc-prio", col, prioMs)
+	r.SetNum("sc-prio-first", col, b2f(first))
+	r.SetNum("sc-wd-recover", col, recoverMs)
+	r.SetNum("sc-wd-pass", col, passMs)
+	for i, f := range idleFigures {
+		r.SetNum(f.key, col, idle[i])
+	}
+}
+
+const (
+	prioLabel    = "scale: first claim, in priority order, within 1 s of agentd start at 1M"
+	recoverLabel = "scale: watchdogd recovers a dead agent's job during its startup pass at 1M"
+	idleLabel    = "scale: no periodic pass is O(all jobs) at 1M"
+)
+
+func oneMillion(t *testing.T, fill func(r *report.Report)) *report.Report {
+	t.Helper()
+	cfg := config{mode: "full", scale: []int{1000, 1000000}, parts: map[string]bool{"scale": true}}
+	r := report.New()
+	r.Cols = []string{"root"}
+	fill(r)
+	goals(cfg, r, []column{{key: "root"}})
+	return r
+}
+
+func TestScaleProbeGoalsMetAtOneMillion(t *testing.T) {
+	t.Parallel()
+	r := oneMillion(t, func(r *report.Report) {
+		scaleFigures(r, "1k", 20, true, 15, 40, 1.0, 0.5, 0.5, 0.5, 8.0)
+		// managerd (N completed) at 6 ms/s is 12x 1k's but under the 10 ms/s floor;
+		// watchdogd (N completed) at 14 ms/s is over the floor but within 2x.
+		scaleFigures(r, "1M", 999, true, 35, 52000, 1.5, 1.0, 0.5, 6.0, 14.0)
+	})
+	wantMeasured(t, findGoal(t, r, "root", prioLabel), "0.999 s", true)
+	wantMeasured(t, findGoal(t, r, "root", recoverLabel), "0.035 s (startup pass 52.0 s)", true)
+	wantMeasured(t, findGoal(t, r, "root", idleLabel), "watchdogd (N completed) 14.00 ms/s at 1M, 8.00 at 1k", true)
+}
+
+func TestScaleProbeGoalsNotMetAtOneMillion(t *testing.T) {
+	t.Parallel()
+	r := oneMillion(t, func(r *report.Report) {
+		scaleFigures(r, "1k", 20, true, 15, 40, 1.0, 0.5, 0.5, 0.5, 1.0)
+		scaleFigures(r, "1M", 1001, true, 2100, 52000, 1.5, 30.0, 0.5, 40.0, 1.0)
+	})
+	wantMeasured(t, findGoal(t, r, "root", prioLabel), "1.001 s", false)
+	wantMeasured(t, findGoal(t, r, "root", recoverLabel), "2.100 s (startup pass 52.0 s)", false)
+	// The first daemon over the limit is named.
+	wantMeasured(t, findGoal(t, r, "root", idleLabel), "managerd (N queued) 30.00 ms/s at 1M, 0.50 at 1k", false)
+}
+
+func TestScaleProbeGoalsPriorityNotFirst(t *testing.T) {
+	t.Parallel()
+	r := oneMillion(t, func(r *report.Report) {
+		scaleFigures(r, "1k", 20, true, 15, 40, 1, 1, 1, 1, 1)
+		scaleFigures(r, "1M", 40, false, 1500, 1400, 1, 1, 1, 1, 1)
+	})
+	wantMeasured(t, findGoal(t, r, "root", prioLabel), "0.040 s, not the first claim", false)
+	// Recovered within 2 s but after the startup pass: not what the goal asks.
+	wantUnmeasured(t, findGoal(t, r, "root", recoverLabel), "not probed during it")
+	wantMeasured(t, findGoal(t, r, "root", idleLabel), "watchdogd (N queued) 1.00 ms/s at 1M, 1.00 at 1k", true)
+}
+
+func TestScaleProbeGoalsBelowOneMillion(t *testing.T) {
+	t.Parallel()
+	cfg := config{mode: "full", scale: []int{1000, 100000}, parts: map[string]bool{"scale": true}}
+	r := report.New()
+	r.Cols = []string{"root"}
+	scaleFigures(r, "1k", 20, true, 15, 40, 1, 1, 1, 1, 1)
+	scaleFigures(r, "100k", 30, true, 25, 5000, 1, 1, 1, 1, 25)
+	goals(cfg, r, []column{{key: "root"}})
+	wantMeasured(t, findGoal(t, r, "root", "scale: first claim, in priority order, within 1 s of agentd start at 100k"), "0.030 s", true)
+	wantMeasured(t, findGoal(t, r, "root", "scale: watchdogd recovers a dead agent's job during its startup pass at 100k"), "0.025 s (startup pass 5.0 s)", true)
+	wantMeasured(t, findGoal(t, r, "root", "scale: idle CPU per second of each daemon at 100k / at 1k"), "watchdogd (N completed) 25.00 ms/s at 100k, 1.00 at 1k", false)
+	for _, label := range []string{prioLabel, recoverLabel, idleLabel} {
+		wantUnmeasured(t, findGoal(t, r, "root", label), "1M not run (-scale up to 100k")
+	}
 }

@@ -54,6 +54,7 @@ type config struct {
 	floorMax   time.Duration
 	claims     int
 	scaleBurn  int
+	scaleIdle  time.Duration // the scale section's idle CPU window
 	journalGiB int
 	parts      map[string]bool // empty: all
 	pgOnly     bool            // -pg-only: of the systems, farro on PostgreSQL and River tuned only
@@ -79,6 +80,7 @@ func parseFlags() config {
 	journal := flag.String("journal", "", "also measure on a loop-mounted journaled ext4: yes|no (default: yes full, no smoke)")
 	withPeers := flag.String("peers", "", "measure River and asynq: yes|no (default: yes full, no smoke)")
 	scale := flag.String("scale", "", "queue sizes of the scale figures, comma-separated (default: 1000,10000,100000 full; 500 smoke)")
+	scaleIdle := flag.Duration("scale-idle", 0, "window of the scale figures' idle CPU per daemon (default: 20s full, 3s smoke)")
 	flag.StringVar(&c.farroRoot, "farro", "..", "farro's checkout (its binaries are built from it)")
 	flag.StringVar(&c.workParent, "work", "", "parent of the temporary work directory (default: $TMPDIR or /tmp); its filesystem is the 'root' column")
 	flag.StringVar(&c.out, "out", "", "also write the table to this file")
@@ -154,6 +156,13 @@ func parseFlags() config {
 	c.claims = pick(0, 200, 30)
 	c.pg = parsePGFlags(full, *withPG, *pgDepths, yes)
 	c.scaleBurn = pick(0, 1000, 100)
+	c.scaleIdle = *scaleIdle
+	if c.scaleIdle <= 0 {
+		c.scaleIdle = 20 * time.Second
+		if !full {
+			c.scaleIdle = 3 * time.Second
+		}
+	}
 	c.journalGiB = 4
 	sizes := *scale
 	if sizes == "" {
@@ -178,6 +187,14 @@ var (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == farrob.ClaimChildArg {
+		// The scale section's dead agent (farrob.DeadHolder).
+		if err := farrob.ClaimChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: claim child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cli.SetName("bench")
 	cfg := parseFlags()
 	cli.Main(func() error { return run(cfg) })
@@ -775,6 +792,18 @@ func kfmt(n int) string {
 	return strconv.Itoa(n)
 }
 
+// scaleDeferred is how many deferred jobs the scale section puts beside
+// N queued ones: a tenth, so that managerd's rescans of deferred/ grow
+// with N too.
+func scaleDeferred(n int) int { return max(1, n/10) }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func mib(kib int64) string { return fmt.Sprintf("%.1f", float64(kib)/1024) }
 
 func scaleTitle(c column) string {
@@ -791,7 +820,8 @@ func measureScale(cfg config, r *report.Report, bins farrob.Bins, c column, logD
 		col := kfmt(n)
 		sec.Cols = append(sec.Cols, col)
 		logf("scale %s: filling", col)
-		res, err := bins.Scale(farrob.ScaleConfig{Base: c.dir, LogDir: scaleLogs, Queued: n, Claims: cfg.claims, BurnJobs: cfg.scaleBurn, Logf: logf})
+		res, err := bins.Scale(farrob.ScaleConfig{Base: c.dir, LogDir: scaleLogs, Queued: n, Claims: cfg.claims, BurnJobs: cfg.scaleBurn,
+			Deferred: scaleDeferred(n), IdleWindow: cfg.scaleIdle, Logf: logf})
 		if err != nil {
 			return err
 		}
@@ -805,6 +835,20 @@ func measureScale(cfg config, r *report.Report, bins farrob.Bins, c column, logD
 		sec.Set("sc-agent-ready", "agentd start -> ready (index of incoming/ built) (ms)", col, ms(res.AgentReady), stats.Ms(res.AgentReady))
 		sec.Set("sc-agent-first", "agentd start -> first job succeeded (ms)", col, ms(res.FirstJob), stats.Ms(res.FirstJob))
 		sec.Set("sc-wd-ready", "watchdogd / managerd start -> ready, N queued (ms)", col, ms(res.WDReady)+" / "+ms(res.MDReady), stats.Ms(max(res.WDReady, res.MDReady)))
+		first := "first claim"
+		if res.FirstClaim != res.PrioID {
+			first = "NOT the first claim: " + res.FirstClaim
+		}
+		sec.Set("sc-prio", fmt.Sprintf("agentd (--concurrency 1) start -> claim of the priority-%d job submitted last (ms)", farrob.PrioJobPriority), col,
+			ms(res.PrioClaim)+" ("+first+")", stats.Ms(res.PrioClaim))
+		r.SetNum("sc-prio-first", col, b2f(res.FirstClaim == res.PrioID))
+		sec.Set("sc-wd-recover", "watchdogd start -> dead agent's job in stale/ / -> startup pass done (ms)", col,
+			ms(res.WDRecover)+" / "+ms(res.WDPass), stats.Ms(res.WDRecover))
+		r.SetNum("sc-wd-pass", col, stats.Ms(res.WDPass))
+		sec.Set("sc-idle", fmt.Sprintf("idle CPU over %s, N queued + N/10 deferred, no agent: watchdogd / managerd (ms per s)", cfg.scaleIdle), col,
+			fmt.Sprintf("%.2f / %.2f", res.IdleWD, res.IdleMD), max(res.IdleWD, res.IdleMD))
+		r.SetNum("sc-idle-wd", col, res.IdleWD)
+		r.SetNum("sc-idle-md", col, res.IdleMD)
 		sec.Set("sc-rss", "RSS peak (VmHWM) agentd / managerd / watchdogd, N queued (MiB)", col,
 			mib(res.AgentMem.HWM)+" / "+mib(res.MDMem.HWM)+" / "+mib(res.WDMem.HWM), float64(max(res.AgentMem.HWM, res.MDMem.HWM, res.WDMem.HWM))/1024)
 		sec.Set("sc-md-cycle", "completed/: managerd pass, 1st / 2nd (ms, in process)", col, ms(res.MDCycle1)+" / "+ms(res.MDCycle2), stats.Ms(res.MDCycle2))
@@ -812,6 +856,11 @@ func measureScale(cfg config, r *report.Report, bins farrob.Bins, c column, logD
 		sec.Set("sc-wd-cycle", "completed/: watchdogd pass, 1st (startup reconcile) / 2nd (ms)", col, ms(res.WDCycle1)+" / "+ms(res.WDCycle2), stats.Ms(res.WDCycle2))
 		sec.Set("sc-done-ready", "completed/: watchdogd / managerd start -> ready (ms)", col, ms(res.DoneWDReady)+" / "+ms(res.DoneMDReady), stats.Ms(max(res.DoneWDReady, res.DoneMDReady)))
 		sec.Set("sc-done-rss", "completed/: RSS peak managerd / watchdogd (MiB)", col, mib(res.DoneMDMem.HWM)+" / "+mib(res.DoneWDMem.HWM), float64(max(res.DoneMDMem.HWM, res.DoneWDMem.HWM))/1024)
+		sec.Set("sc-done-idle", fmt.Sprintf("completed/: idle CPU over %s, after the startup pass: agentd / managerd / watchdogd (ms per s)", cfg.scaleIdle), col,
+			fmt.Sprintf("%.2f / %.2f / %.2f", res.DoneIdleAgent, res.DoneIdleMD, res.DoneIdleWD), max(res.DoneIdleAgent, res.DoneIdleMD, res.DoneIdleWD))
+		r.SetNum("sc-done-idle-agent", col, res.DoneIdleAgent)
+		r.SetNum("sc-done-idle-md", col, res.DoneIdleMD)
+		r.SetNum("sc-done-idle-wd", col, res.DoneIdleWD)
 		logf("scale %s: claim %s ms, agentd %.0f jobs/s, ready %s, RSS agentd %s MiB, wd 1st pass over completed %s", col, latCell(res.Claim), res.Burn.Rate(), res.AgentReady, mib(res.AgentMem.HWM), res.WDCycle1)
 	}
 	return nil
@@ -830,4 +879,5 @@ func notes(cfg config, r *report.Report) {
 	pgNotes(cfg, r)
 	r.Note("Goals of the crawl and of the frontier at scale are in make bench-crawl's table.")
 	r.Note("Scale: in-process Spool.Claim (no daemon running) on the oldest jobs; agentd figures are the next jobs after the claims, at depth ~N. Cycle times call internal/manager and internal/watchdog RunOnce in process on a spool holding N jobs in completed/succeeded/. Scale runs on the first column's filesystem only.")
+	r.Note("Scale probes: N/10 deferred jobs lie beside the queue. Before the daemons start, the newest queued job is claimed by a child process that is then SIGKILLed (its lock names a dead PID), and a priority-%d job is submitted last (Spool.Submit, with its hint). Times come from the events the daemons wrote in the jobs' events.jsonl: watchdogd start -> the dead agent's job in stale/ (the startup pass's end is its log line); agentd --concurrency 1 start -> the priority job's claim, which must be the first queued -> in-progress line of its log. Idle CPU: utime+stime from /proc over %s once the daemons are ready and watchdogd's startup pass is done (no agent on the queued spool; an idle agentd --concurrency 4 on the completed one). The goal allows each daemon 2x its idle CPU per second at 1k, or 10 ms/s (1%% of a core) whatever the ratio.", farrob.PrioJobPriority, cfg.scaleIdle)
 }

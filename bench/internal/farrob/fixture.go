@@ -22,6 +22,17 @@ import (
 // (Submit itself is measured in the insert figures). IDs have the shape
 // of generated ones and sort by creation time.
 func Fill(s *job.Spool, n int, kind string, st job.State, maxAttempts int) ([]string, error) {
+	return fill(s, n, kind, st, maxAttempts, nil)
+}
+
+// FillDeferred puts n jobs of kind into deferred/, each not to run before
+// notBefore, the way Fill puts jobs into other states.
+func FillDeferred(s *job.Spool, n int, kind string, notBefore time.Time) ([]string, error) {
+	nb := notBefore.UTC()
+	return fill(s, n, kind, job.Deferred, 0, &nb)
+}
+
+func fill(s *job.Spool, n int, kind string, st job.State, maxAttempts int, notBefore *time.Time) ([]string, error) {
 	base := time.Now().UTC().Add(-time.Duration(n) * time.Microsecond)
 	ids := make([]string, n)
 	for i := range ids {
@@ -36,7 +47,7 @@ func Fill(s *job.Spool, n int, kind string, st job.State, maxAttempts int) ([]st
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += par {
-				if err := writeJob(s, ids[i], base.Add(time.Duration(i)*time.Microsecond), kind, st, maxAttempts); err != nil {
+				if err := writeJob(s, ids[i], base.Add(time.Duration(i)*time.Microsecond), kind, st, maxAttempts, notBefore); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -50,12 +61,16 @@ func Fill(s *job.Spool, n int, kind string, st job.State, maxAttempts int) ([]st
 	return ids, sys.Syncfs(s.Root)
 }
 
-func writeJob(s *job.Spool, id string, created time.Time, kind string, st job.State, maxAttempts int) error {
+func writeJob(s *job.Spool, id string, created time.Time, kind string, st job.State, maxAttempts int, notBefore *time.Time) error {
 	j := &job.Job{
 		SchemaVersion: job.SchemaVersion, ID: id, Kind: kind, Status: st,
-		MaxAttempts: maxAttempts, CreatedAt: created, UpdatedAt: created,
+		MaxAttempts: maxAttempts, CreatedAt: created, UpdatedAt: created, NotBefore: notBefore,
 	}
 	events := []job.Event{{Time: created, Actor: "bench", To: job.Queued, Reason: "submitted"}}
+	if st == job.Deferred {
+		j.Reason = "scheduled"
+		events[0].To = job.Deferred
+	}
 	if st == job.Succeeded {
 		fin := created.Add(time.Millisecond)
 		j.Attempts, j.Agent, j.CorrelationID = 1, "bench", id+"/1-000000"

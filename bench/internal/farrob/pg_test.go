@@ -2,6 +2,7 @@ package farrob
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ClaimChildArg {
+		// DeadHolder runs the test binary as its child.
+		if err := ClaimChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	readyTimeout = 30 * time.Second
 	code := m.Run()
 	testpg.Stop()

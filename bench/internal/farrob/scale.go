@@ -24,7 +24,25 @@ type ScaleResult struct {
 	// claim transaction's own cost at this depth.
 	Claim stats.Latency
 
-	// The daemons on the full queue.
+	// The daemons on the full queue (plus Deferred jobs in deferred/, not
+	// due for an hour).
+	Deferred int
+	// watchdogd start to the stale/ transition of a job whose holder was
+	// SIGKILLed before it started (its events.jsonl), and to the end of its
+	// startup pass over the spool ("startup reconcile done").
+	WDRecover, WDPass time.Duration
+	// CPU (utime+stime) of watchdogd and managerd over IdleWindow once
+	// both are ready and the startup pass is done, no agent running
+	// (ms per second).
+	IdleWD, IdleMD float64
+	// agentd (--concurrency 1, its default) start to its claim of the
+	// job submitted last with priority PrioJobPriority (the claim's event
+	// in events.jsonl); FirstClaim is the job of agentd's first
+	// queued -> in-progress transition (its log).
+	PrioClaim  time.Duration
+	PrioID     string
+	FirstClaim string
+
 	WDReady, MDReady, AgentReady time.Duration // start to "ready" (first pass / index built)
 	FirstJob                     time.Duration // agentd start to its first job succeeded
 	Burn                         BurnResult    // the next jobs at this depth (one agentd, --concurrency 4)
@@ -37,7 +55,14 @@ type ScaleResult struct {
 	WDCycle1, WDCycle2       time.Duration // first RunOnce includes the startup reconcile
 	DoneWDReady, DoneMDReady time.Duration
 	DoneWDMem, DoneMDMem     sys.Mem
+	// CPU over IdleWindow with N jobs in completed/succeeded/ and an
+	// idle agentd (--concurrency 4), after watchdogd's startup pass (ms
+	// per second).
+	DoneIdleAgent, DoneIdleMD, DoneIdleWD float64
 }
+
+// PrioJobPriority is the priority of the job the scale run submits last.
+const PrioJobPriority = 5
 
 // ScaleConfig is one scale run.
 type ScaleConfig struct {
@@ -45,7 +70,12 @@ type ScaleConfig struct {
 	Queued       int // jobs queued
 	Claims       int // in-process claims timed
 	BurnJobs     int // jobs burnt by agentd at depth
-	Logf         func(string, ...any)
+	// Deferred jobs (not_before an hour ahead) beside the queue, for
+	// managerd's rescans of deferred/; IdleWindow the window the idle CPU
+	// is measured over (0: not measured).
+	Deferred   int
+	IdleWindow time.Duration
+	Logf       func(string, ...any)
 }
 
 func (c ScaleConfig) logf(format string, args ...any) {
@@ -92,6 +122,12 @@ func (b Bins) scaleQueued(cfg ScaleConfig, r *ScaleResult, roots *[]string) erro
 		return err
 	}
 	r.Fill = time.Since(t)
+	if cfg.Deferred > 0 {
+		if _, err := FillDeferred(s, cfg.Deferred, "noop", time.Now().Add(time.Hour)); err != nil {
+			return err
+		}
+		r.Deferred = cfg.Deferred
+	}
 	cfg.logf("scale %d: queued in %s; timing %d claims", cfg.Queued, r.Fill.Round(time.Millisecond), min(cfg.Claims, cfg.Queued/2))
 
 	claims := min(cfg.Claims, cfg.Queued/2)
@@ -110,18 +146,90 @@ func (b Bins) scaleQueued(cfg ScaleConfig, r *ScaleResult, roots *[]string) erro
 	}
 	r.Claim = stats.Lat(lat)
 
+	// A job held by a dead agent (the newest queued one), then the
+	// priority job, submitted through pkg/job as farroctl does, with its hint.
+	dead := ids[len(ids)-1]
+	if err := DeadHolder(s.Root, dead); err != nil {
+		return err
+	}
+	pj, err := s.Submit(job.SubmitRequest{Kind: "noop", Priority: PrioJobPriority, Prompt: []byte(`{}`), Actor: "bench/scale"})
+	if err != nil {
+		return err
+	}
+	r.PrioID = pj.ID
+
 	sup, err := b.StartSupport(s.Root, cfg.LogDir)
 	if err != nil {
 		return err
 	}
 	defer sup.Stop()
 	r.WDReady, r.MDReady = sup.WDReady, sup.MDReady
+	staleAt, err := WaitEvent(s, dead, job.Stale, sup.WD, readyTimeout)
+	if err != nil {
+		return fmt.Errorf("scale %d: dead agent's job: %w", cfg.Queued, err)
+	}
+	r.WDRecover = staleAt.Sub(sup.WD.Started)
+	passAt, err := sup.WD.WaitLog(context.Background(), `startup reconcile done`, readyTimeout)
+	if err != nil {
+		return err
+	}
+	r.WDPass = passAt.Sub(sup.WD.Started)
+	cfg.logf("scale %d: watchdogd recovered the dead agent's job %s after its start, startup pass done after %s",
+		cfg.Queued, r.WDRecover.Round(time.Millisecond), r.WDPass.Round(time.Millisecond))
+	if cfg.IdleWindow > 0 {
+		cpu, err := IdleCPU(cfg.IdleWindow, sup.WD, sup.MD)
+		if err != nil {
+			return err
+		}
+		r.IdleWD, r.IdleMD = cpu[0], cpu[1]
+		cfg.logf("scale %d: idle CPU over %s: watchdogd %.2f, managerd %.2f ms/s", cfg.Queued, cfg.IdleWindow, cpu[0], cpu[1])
+	}
+
+	// agentd with its default concurrency: one slot, so that its claims
+	// and its log's transitions come in the same order.
+	p1, err := b.Agent(s.Root, cfg.LogDir, "p1", 1, nil)
+	if err != nil {
+		return err
+	}
+	claimAt, err := WaitEvent(s, pj.ID, job.InProgress, p1, readyTimeout)
+	if err != nil {
+		p1.Stop(syscall.SIGTERM, 30*time.Second)
+		return fmt.Errorf("scale %d: priority job: %w", cfg.Queued, err)
+	}
+	r.PrioClaim = claimAt.Sub(p1.Started)
+	deadline := time.Now().Add(time.Minute)
+	for r.FirstClaim == "" {
+		id, ok, err := FirstTransition(p1.Log, job.InProgress)
+		if err != nil {
+			p1.Stop(syscall.SIGTERM, 30*time.Second)
+			return err
+		}
+		if ok {
+			r.FirstClaim = id
+			break
+		}
+		if p1.Exited() || time.Now().After(deadline) {
+			p1.Stop(syscall.SIGTERM, 30*time.Second)
+			return fmt.Errorf("scale %d: no transition to in-progress in agentd's log (log %s)", cfg.Queued, p1.Log)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	p1Mem, _ := sys.ReadMem(p1.PID())
+	cfg.logf("scale %d: memory: agentd --concurrency 1 %s", cfg.Queued, MemDetail(p1.PID()))
+	p1.Stop(syscall.SIGTERM, 30*time.Second)
+	cfg.logf("scale %d: priority job claimed %s after agentd's start; first claim %s (priority job %s)",
+		cfg.Queued, r.PrioClaim.Round(time.Millisecond), r.FirstClaim, pj.ID)
+
+	done := s.StateDir(job.Succeeded)
+	before, err := CountDir(done)
+	if err != nil {
+		return err
+	}
 	a, err := b.Agent(s.Root, cfg.LogDir, "s1", 4, nil)
 	if err != nil {
 		return err
 	}
 	defer a.Stop(syscall.SIGTERM, 30*time.Second)
-	done := s.StateDir(job.Succeeded)
 	// agentd claims while it is still building its index, so its first
 	// job is timed from its start; the burn at depth from its "ready".
 	readyc := make(chan error, 1)
@@ -130,13 +238,13 @@ func (b Bins) scaleQueued(cfg ScaleConfig, r *ScaleResult, roots *[]string) erro
 		r.AgentReady = d
 		readyc <- err
 	}()
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline = time.Now().Add(10 * time.Minute)
 	for r.FirstJob == 0 {
 		n, err := CountDir(done)
 		if err != nil {
 			return err
 		}
-		if n > claims {
+		if n > before {
 			r.FirstJob = time.Since(a.Started)
 			break
 		}
@@ -155,7 +263,7 @@ func (b Bins) scaleQueued(cfg ScaleConfig, r *ScaleResult, roots *[]string) erro
 	burn := min(cfg.BurnJobs, cfg.Queued-n0)
 	burnStart := time.Now()
 	cpu0, _ := sys.CPUTime(a.PID())
-	cfg.logf("scale %d: agentd ready after %s, %d jobs done; timing the next %d", cfg.Queued, r.AgentReady.Round(time.Millisecond), n0-claims, burn)
+	cfg.logf("scale %d: agentd ready after %s, %d jobs done; timing the next %d", cfg.Queued, r.AgentReady.Round(time.Millisecond), n0-before, burn)
 	for burn > 0 {
 		n, err := CountDir(done)
 		if err != nil {
@@ -174,8 +282,10 @@ func (b Bins) scaleQueued(cfg ScaleConfig, r *ScaleResult, roots *[]string) erro
 		r.Burn.AgentCPU = c - cpu0
 	}
 	r.AgentMem, _ = sys.ReadMem(a.PID())
+	r.AgentMem.HWM = max(r.AgentMem.HWM, p1Mem.HWM) // both agentd runs on this queue
 	r.MDMem, _ = sys.ReadMem(sup.MD.PID())
 	r.WDMem, _ = sys.ReadMem(sup.WD.PID())
+	cfg.logf("scale %d: memory: agentd %s; managerd %s; watchdogd %s", cfg.Queued, MemDetail(a.PID()), MemDetail(sup.MD.PID()), MemDetail(sup.WD.PID()))
 	return nil
 }
 
@@ -223,7 +333,27 @@ func (b Bins) scaleCompleted(cfg ScaleConfig, r *ScaleResult, roots *[]string) e
 	}
 	defer sup.Stop()
 	r.DoneWDReady, r.DoneMDReady = sup.WDReady, sup.MDReady
+	if cfg.IdleWindow > 0 {
+		a, err := b.Agent(s.Root, cfg.LogDir, "c1", 4, nil)
+		if err != nil {
+			return err
+		}
+		defer a.Stop(syscall.SIGTERM, 30*time.Second)
+		if _, err := WaitReady(a); err != nil {
+			return err
+		}
+		if _, err := sup.WD.WaitLog(ctx, `startup reconcile done`, readyTimeout); err != nil {
+			return err
+		}
+		cpu, err := IdleCPU(cfg.IdleWindow, a, sup.MD, sup.WD)
+		if err != nil {
+			return err
+		}
+		r.DoneIdleAgent, r.DoneIdleMD, r.DoneIdleWD = cpu[0], cpu[1], cpu[2]
+		cfg.logf("scale %d: completed/: idle CPU over %s: agentd %.2f, managerd %.2f, watchdogd %.2f ms/s", cfg.Queued, cfg.IdleWindow, cpu[0], cpu[1], cpu[2])
+	}
 	r.DoneWDMem, _ = sys.ReadMem(sup.WD.PID())
 	r.DoneMDMem, _ = sys.ReadMem(sup.MD.PID())
+	cfg.logf("scale %d: completed/: memory: managerd %s; watchdogd %s", cfg.Queued, MemDetail(sup.MD.PID()), MemDetail(sup.WD.PID()))
 	return nil
 }
