@@ -17,8 +17,6 @@
 package scratch
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -161,7 +160,7 @@ func (p *Pool) Give(dir string) bool {
 	if !recyclable(dir) {
 		return false
 	}
-	name := filepath.Join(p.dir, randName())
+	name := filepath.Join(p.dir, fsq.RandomName())
 	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, name, unix.RENAME_NOREPLACE); err != nil {
 		return false
 	}
@@ -182,7 +181,7 @@ func spare(name string) bool {
 // files, none of them anything but a regular file; the empty output
 // files of attempts after the first are removed.
 func recyclable(dir string) bool {
-	names, err := readNames(dir)
+	names, err := fsq.ReadNames(dir)
 	if err != nil {
 		return false
 	}
@@ -279,7 +278,7 @@ func (p *Pool) get() (string, error) {
 		return name, nil
 	}
 	p.mu.Unlock()
-	name := filepath.Join(p.dir, randName())
+	name := filepath.Join(p.dir, fsq.RandomName())
 	if err := os.Mkdir(name, 0o755); err != nil {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
@@ -322,7 +321,7 @@ func (p *Pool) init() error {
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
-	names, err := readNames(p.dir)
+	names, err := fsq.ReadNames(p.dir)
 	if err != nil {
 		return fmt.Errorf("working directory pool: %w", err)
 	}
@@ -362,21 +361,4 @@ func existingDir(dst string) error {
 		return fmt.Errorf("working directory: %s is not a directory", dst)
 	}
 	return nil
-}
-
-// readNames lists dir, which must be a real directory.
-func readNames(dir string) ([]string, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
-func randName() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -81,7 +82,7 @@ func TestPoolRecyclesWithoutOutput(t *testing.T) {
 	if inode(t, d2) != dirIno || inode(t, filepath.Join(d2, job.PromptFile)) != promptIno {
 		t.Fatal("the second job's directory or prompt.json is a new inode")
 	}
-	names, _ := readNames(d2)
+	names, _ := fsq.ReadNames(d2)
 	slices.Sort(names)
 	if want := []string{job.PromptFile, job.OutputFile(job.Stderr, 1), job.OutputFile(job.Stdout, 1)}; !slices.Equal(names, want) {
 		t.Fatalf("recycled directory holds %v, want %v", names, want)
@@ -154,7 +155,7 @@ func TestPoolRefusesHostileEntries(t *testing.T) {
 	p := NewPool(agentDir)
 	for i, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		d := take(t, p, id, `{"i":`+string(rune('0'+i))+`}`)
-		names, _ := readNames(d)
+		names, _ := fsq.ReadNames(d)
 		if !slices.Equal(names, []string{job.PromptFile}) {
 			t.Fatalf("%s: directory given holds %v", id, names)
 		}
@@ -162,7 +163,7 @@ func TestPoolRefusesHostileEntries(t *testing.T) {
 	if got := readFile(t, filepath.Join(outside, job.PromptFile)); got != "outside" {
 		t.Fatalf("a symlink was followed: the outside file holds %q", got)
 	}
-	if left, _ := readNames(pool); len(left) != 0 {
+	if left, _ := fsq.ReadNames(pool); len(left) != 0 {
 		t.Fatalf("hostile entries left in the pool: %v", left)
 	}
 }
@@ -267,7 +268,7 @@ func TestSweeperRemovesDueOnly(t *testing.T) {
 		t.Fatalf("leftover of a removal: %v", err)
 	}
 	for _, a := range []string{"w1", "w2"} {
-		if n, _ := readNames(filepath.Join(root, a, PoolDir)); len(n) != 1 {
+		if n, _ := fsq.ReadNames(filepath.Join(root, a, PoolDir)); len(n) != 1 {
 			t.Fatalf("%s's pool: %v", a, n)
 		}
 	}

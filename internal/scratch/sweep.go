@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 )
 
@@ -91,7 +92,7 @@ func (s *Sweeper) Pass(ctx context.Context, max int, due Due) ([]string, error) 
 		if !gone[c.id] {
 			continue
 		}
-		trash := filepath.Join(filepath.Dir(c.path), trashPrefix+randName())
+		trash := filepath.Join(filepath.Dir(c.path), trashPrefix+fsq.RandomName())
 		if err := os.Rename(c.path, trash); err != nil {
 			continue // taken back to the pool, or removed, meanwhile
 		}
@@ -112,7 +113,7 @@ func (s *Sweeper) next() bool {
 				s.agents, s.at = nil, 0
 				return false
 			}
-			names, err := readNames(s.root)
+			names, err := fsq.ReadNames(s.root)
 			if err != nil || len(names) == 0 {
 				return false
 			}

@@ -116,7 +116,7 @@ func (p *LockPool) Unlock(path string) error {
 	if e == nil {
 		e = &poolEntry{}
 	}
-	e.name = filepath.Join(p.dir, randName())
+	e.name = filepath.Join(p.dir, RandomName())
 	hook(OpRename, path, e.name)
 	record(RecBefore, path, "", nil)
 	if err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, e.name, unix.RENAME_NOREPLACE); err != nil {
@@ -134,7 +134,7 @@ func (p *LockPool) Unlock(path string) error {
 	}
 	// A handler record or a recovery guard may have come with it: the
 	// entry is reused only as a directory holding a regular owner file.
-	names, err := readNames(e.name)
+	names, err := ReadNames(e.name)
 	if err == nil {
 		for _, n := range names {
 			if n == OwnerFile {
@@ -179,7 +179,7 @@ func (p *LockPool) get() (*poolEntry, error) {
 	if err := p.init(); err != nil {
 		return nil, err
 	}
-	e := &poolEntry{name: filepath.Join(p.dir, randName())}
+	e := &poolEntry{name: filepath.Join(p.dir, RandomName())}
 	hook(OpMkdir, e.name, "")
 	record(RecBefore, e.name, "", nil)
 	if err := os.Mkdir(e.name, 0o755); err != nil {
@@ -250,7 +250,7 @@ func (p *LockPool) discard(name string) {
 // holder left (killed between making one and using it, or with free
 // ones): nobody else uses the directory.
 func (p *LockPool) clearLeftovers() {
-	names, err := readNames(p.dir)
+	names, err := ReadNames(p.dir)
 	if err != nil {
 		return
 	}
@@ -300,9 +300,9 @@ func overwrite(path string, data []byte) error {
 	return err
 }
 
-// readNames lists dir, which must be a real directory (never a symlink's
-// target).
-func readNames(dir string) ([]string, error) {
+// ReadNames lists dir, which must be a real directory (never a symlink's
+// target): the names of a pool's entries.
+func ReadNames(dir string) ([]string, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
@@ -312,7 +312,8 @@ func readNames(dir string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-func randName() string {
+// RandomName is a fresh random name (16 hex digits) for a pool entry.
+func RandomName() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

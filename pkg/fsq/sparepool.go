@@ -158,7 +158,7 @@ func (p *SparePool) get() (name string, fresh bool, err error) {
 	if err := p.init(); err != nil {
 		return "", false, err
 	}
-	name = filepath.Join(p.dir, randName())
+	name = filepath.Join(p.dir, RandomName())
 	return name, true, nil
 }
 
@@ -174,7 +174,7 @@ func (p *SparePool) init() error {
 	if err := MkdirDurable(p.dir); err != nil {
 		return fmt.Errorf("spare pool: %w", err)
 	}
-	if names, err := readNames(p.dir); err == nil {
+	if names, err := ReadNames(p.dir); err == nil {
 		for _, n := range names {
 			p.discard(filepath.Join(p.dir, n))
 		}

@@ -330,7 +330,6 @@ const listPage = 500
 // List implements store.Store: pages in ID order, each page a query
 // starting after the last ID seen, so a job is seen at most once.
 func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) error) error {
-	after, left := f.AfterID, f.Limit
 	var finished, due *time.Time
 	if !f.FinishedBefore.IsZero() {
 		finished = &f.FinishedBefore
@@ -338,16 +337,28 @@ func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) erro
 	if !f.DueBy.IsZero() {
 		due = &f.DueBy
 	}
-	for {
-		n := listPage
-		if f.Limit > 0 && left < n {
-			n = left
-		}
-		rows, err := s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs
+	return listPages(listPage, f.Limit, f.AfterID, func(after string, n int) (pgx.Rows, error) {
+		return s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs
 			WHERE ($1::text[] IS NULL OR status = ANY($1)) AND ($2::text[] IS NULL OR kind = ANY($2))
 			AND ($3::timestamptz IS NULL OR coalesce(finished_at, updated_at) < $3)
 			AND ($4::timestamptz IS NULL OR not_before <= $4) AND id > $5
 			ORDER BY id LIMIT $6`, states(f.States), nonEmpty(f.Kinds), finished, due, after, n)
+	}, fn)
+}
+
+// listPages reads jobs a page at a time: query gets the cursor (start,
+// then the last ID of the page before) and the page's size (size, or
+// what is left of limit when it is positive). fn runs with each job
+// between pages, never while a query holds a connection; its error stops
+// the listing and is returned as is.
+func listPages(size, limit int, start string, query func(cursor string, n int) (pgx.Rows, error), fn func(*job.Job) error) error {
+	cursor, left := start, limit
+	for {
+		n := size
+		if limit > 0 && left < n {
+			n = left
+		}
+		rows, err := query(cursor, n)
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
@@ -371,8 +382,8 @@ func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) erro
 		if len(page) < n {
 			return nil
 		}
-		after = page[len(page)-1].ID
-		if f.Limit > 0 {
+		cursor = page[len(page)-1].ID
+		if limit > 0 {
 			if left -= len(page); left <= 0 {
 				return nil
 			}
