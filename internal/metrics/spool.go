@@ -46,24 +46,7 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	if !snap.Ready {
 		return
 	}
-	for _, st := range job.States {
-		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(snap.States[st]), string(st))
-	}
-	byKind := make(map[string]int, len(Kinds)+1)
-	for _, k := range kindLabels() {
-		byKind[k] = 0
-	}
-	for k, n := range snap.QueuedKinds {
-		byKind[KindLabel(k)] += n
-	}
-	for k, n := range byKind {
-		ch <- prometheus.MustNewConstMetric(byKindDesc, prometheus.GaugeValue, float64(n), string(job.Queued), k)
-	}
-	oldest := 0.0
-	if !snap.OldestQueued.IsZero() {
-		oldest = float64(snap.OldestQueued.UnixNano()) / 1e9
-	}
-	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest)
+	queueGauges(ch, [3]*prometheus.Desc{jobsDesc, byKindDesc, oldestDesc}, snap.States, snap.QueuedKinds, snap.OldestQueued)
 	ch <- prometheus.MustNewConstMetric(locksDesc, prometheus.GaugeValue, float64(snap.Locks))
 	ch <- prometheus.MustNewConstMetric(corruptDesc, prometheus.GaugeValue, float64(snap.Corrupt))
 	ch <- prometheus.MustNewConstMetric(rescanDesc, prometheus.GaugeValue, float64(snap.LastRescan.UnixNano())/1e9)
@@ -88,4 +71,28 @@ func FollowSpool(ctx context.Context, s *job.Spool, rescan time.Duration, noNoti
 	v := spoolview.New(s, spoolview.Config{Rescan: rescan, NoNotify: noNotify, OnError: onError})
 	WatchSpool(v)
 	return v.Run(ctx)
+}
+
+// queueGauges sends the queue's gauges, a spool's or a store's: jobs per
+// state, queued jobs per kind label, the oldest queued job's time (0:
+// none), as descs[0], descs[1] and descs[2].
+func queueGauges(ch chan<- prometheus.Metric, descs [3]*prometheus.Desc, states map[job.State]int, queuedKinds map[string]int, oldestQueued time.Time) {
+	for _, st := range job.States {
+		ch <- prometheus.MustNewConstMetric(descs[0], prometheus.GaugeValue, float64(states[st]), string(st))
+	}
+	byKind := make(map[string]int, len(Kinds)+1)
+	for _, k := range kindLabels() {
+		byKind[k] = 0
+	}
+	for k, n := range queuedKinds {
+		byKind[KindLabel(k)] += n
+	}
+	for k, n := range byKind {
+		ch <- prometheus.MustNewConstMetric(descs[1], prometheus.GaugeValue, float64(n), string(job.Queued), k)
+	}
+	oldest := 0.0
+	if !oldestQueued.IsZero() {
+		oldest = float64(oldestQueued.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(descs[2], prometheus.GaugeValue, oldest)
 }

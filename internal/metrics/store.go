@@ -9,7 +9,6 @@ import (
 
 	"github.com/farro-dev/farro/internal/spoolview"
 	"github.com/farro-dev/farro/internal/tally"
-	"github.com/farro-dev/farro/pkg/job"
 )
 
 var (
@@ -39,24 +38,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if snap == nil {
 		return
 	}
-	for _, st := range job.States {
-		ch <- prometheus.MustNewConstMetric(storeJobsDesc, prometheus.GaugeValue, float64(snap.States[st]), string(st))
-	}
-	byKind := make(map[string]int, len(Kinds)+1)
-	for _, k := range kindLabels() {
-		byKind[k] = 0
-	}
-	for k, n := range snap.QueuedKinds {
-		byKind[KindLabel(k)] += n
-	}
-	for k, n := range byKind {
-		ch <- prometheus.MustNewConstMetric(storeByKindDesc, prometheus.GaugeValue, float64(n), string(job.Queued), k)
-	}
-	oldest := 0.0
-	if !snap.OldestQueued.IsZero() {
-		oldest = float64(snap.OldestQueued.UnixNano()) / 1e9
-	}
-	ch <- prometheus.MustNewConstMetric(storeOldestDesc, prometheus.GaugeValue, oldest)
+	queueGauges(ch, [3]*prometheus.Desc{storeJobsDesc, storeByKindDesc, storeOldestDesc}, snap.States, snap.QueuedKinds, snap.OldestQueued)
 }
 
 // FollowStore reads the queue's figures with read at once and then
