@@ -120,6 +120,8 @@ func measurePGPickup(cfg config, r *report.Report, bins farrob.Bins, c column, c
 	pk := r.Section(secPickup)
 	pk.Set("pick-pg", fmt.Sprintf("farro on PostgreSQL: Submit -> exec handler (sh) running, %d probes", cfg.probes), col, latCell(pr.Start), stats.Ms(pr.Start.P99))
 	r.SetNum("pick-pg.p50", col, stats.Ms(pr.Start.P50))
+	pk.Set("pick-pg-run", "  farro on PostgreSQL: Submit -> agentd starts the job (its in-progress log line, before the handler's exec)", col, latCell(pr.Claim), stats.Ms(pr.Claim.P99))
+	r.SetNum("pick-pg-run.p50", col, stats.Ms(pr.Claim.P50))
 	pk.Set("pick-pg-submit", "  farro on PostgreSQL: Submit alone (one transaction, durable)", col, latCell(pr.Submit), stats.Ms(pr.Submit.P99))
 	logf("%s: pickup farro on PostgreSQL: %s ms", col, latCell(pr.Start))
 	return nil
@@ -218,5 +220,5 @@ func pgNotes(cfg config, r *report.Report) {
 		return
 	}
 	r.Note("farro on PostgreSQL: agentd, managerd and watchdogd with --store on a fresh database of the benchmark's PostgreSQL (the instance River uses, fsync=on, synchronous_commit=on), migrated by farroctl migrate; --spool is each run's local directory. Burn-down: N noop jobs queued through pgstore's Submit in batches of %d (one transaction each, as River's InsertMany), managerd and watchdogd ready (READY=1 on NOTIFY_SOCKET) before the clock, which runs from the exec of the agents until SELECT count(*) ... status='succeeded' reaches N (polled every 10 ms). PostgreSQL's CPU is utime+stime of the postmaster and its backends from /proc, read before the first Submit and after the last job (River's: before its InsertMany and after its last job), divided by N.", farrob.PGSubmitBatch)
-	r.Note("farro on PostgreSQL pickup: Submit of one exec job (one transaction) -> agentd's exec handler writing the job id into a FIFO, as the spool row; agentd wakes on LISTEN/NOTIFY. Claim cost (section 9, root column): a fresh database filled by COPY with N queued jobs and their events (then ANALYZE), then %d jobs claimed one at a time (store.Claim, max 1) and committed succeeded, in process, after 10 untimed ones.", cfg.pg.claims)
+	r.Note("farro on PostgreSQL pickup: Submit of one exec job (one transaction) -> agentd's exec handler writing the job id into a FIFO, as the spool row; agentd wakes on LISTEN/NOTIFY (a notification wakes one idle slot). The 'agentd starts the job' row is the same probe read earlier: agentd logs into a FIFO the benchmark reads, and the job's queued -> in-progress line is stamped as it is written, when the slot starts the job, after the claim's commit and before the exec of the handler: the point River's in-process Work is at. Claim cost (section 9, root column): a fresh database filled by COPY with N queued jobs and their events (then ANALYZE), then %d jobs claimed one at a time (store.Claim, max 1) and committed succeeded, in process, after 10 untimed ones.", cfg.pg.claims)
 }

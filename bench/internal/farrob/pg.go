@@ -1,9 +1,12 @@
 package farrob
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -348,15 +351,26 @@ func (b Bins) PGPickup(pg PG, base, logDir string, probes int) (PickupResult, er
 		return PickupResult{}, err
 	}
 	defer sup.Stop()
-	a, err := b.StoreAgent(local, dbURL, logDir, "pgp1", 4, []string{"/bin/sh", "-c", `printf '%s\n' "$FARRO_JOB_ID" > ` + fifo})
+	// agentd logs into a FIFO the benchmark reads: each line is stamped as
+	// it is written (a job's "queued -> in-progress" line is written as
+	// the slot starts it, before the handler's exec) and copied to the
+	// log file.
+	logFIFO := filepath.Join(root, "agentd-log.fifo")
+	lf, runs, logCopy, err := stampLog(logFIFO, filepath.Join(logDir, fmt.Sprintf("agentd-pgp1-%d.log", time.Now().UnixNano())))
 	if err != nil {
 		return PickupResult{}, err
 	}
+	defer lf.Close()
+	a, err := b.storeAgentLog(local, dbURL, logFIFO, "pgp1", 4, []string{"/bin/sh", "-c", `printf '%s\n' "$FARRO_JOB_ID" > ` + fifo})
+	if err != nil {
+		return PickupResult{}, err
+	}
+	a.Log = logCopy
 	defer a.Stop(syscall.SIGTERM, 10*time.Second)
 	if _, err := WaitReady(a); err != nil {
 		return PickupResult{}, err
 	}
-	var startLat, subLat []time.Duration
+	var startLat, subLat, runLat []time.Duration
 	for i := 0; i < probes; i++ {
 		t0 := time.Now()
 		jobs, errs := st.Submit(ctx, []job.SubmitRequest{{Kind: "exec", Prompt: []byte(`{}`), Actor: "bench"}})
@@ -366,16 +380,21 @@ func (b Bins) PGPickup(pg PG, base, logDir string, probes int) (PickupResult, er
 		subLat = append(subLat, time.Since(t0))
 		id := jobs[0].ID
 		timeout := time.After(10 * time.Second)
-	wait:
-		for {
+		var ran, began bool
+		for !ran || !began {
 			select {
 			case s := <-started:
 				if s.id == id {
 					startLat = append(startLat, s.t.Sub(t0))
-					break wait
+					began = true
+				}
+			case s := <-runs:
+				if s.id == id {
+					runLat = append(runLat, s.t.Sub(t0))
+					ran = true
 				}
 			case <-timeout:
-				return PickupResult{}, fmt.Errorf("pickup on postgres: job %s not started within 10s (logs in %s)", id, logDir)
+				return PickupResult{}, fmt.Errorf("pickup on postgres: job %s not started within 10s (started %v, in agentd's log %v; logs in %s)", id, began, ran, logDir)
 			}
 		}
 		if err := waitStatus(ctx, st, id, job.Succeeded, 10*time.Second); err != nil {
@@ -383,7 +402,58 @@ func (b Bins) PGPickup(pg PG, base, logDir string, probes int) (PickupResult, er
 		}
 		time.Sleep(stats.ProbeGap())
 	}
-	return PickupResult{Start: stats.Lat(startLat), Submit: stats.Lat(subLat)}, nil
+	return PickupResult{Claim: stats.Lat(runLat), Start: stats.Lat(startLat), Submit: stats.Lat(subLat)}, nil
+}
+
+// storeAgentLog is StoreAgent logging to logPath (a FIFO stampLog reads).
+func (b Bins) storeAgentLog(local, dbURL, logPath, id string, conc int, execCmd []string) (*sys.Proc, error) {
+	args := []string{"--spool", local, "--store", dbURL, "--id", id, "--concurrency", strconv.Itoa(conc), "--exec"}
+	cmd := exec.Command(b.Path("agentd"), append(args, execCmd...)...)
+	cmd.Env = cleanEnv()
+	return sys.Start("agentd-"+id, cmd, logPath)
+}
+
+// stampLog makes fifo, reads the JSON log lines written into it and
+// copies each to copyPath; the lines of a job's queued -> in-progress
+// transition are sent on the channel, stamped as read (their job_id).
+// The reader holds fifo open read-write, so that the writer's open
+// does not wait and its exit is no end of file.
+func stampLog(fifo, copyPath string) (*os.File, <-chan stamp, string, error) {
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		return nil, nil, "", err
+	}
+	ff, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	out, err := os.OpenFile(copyPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		ff.Close()
+		return nil, nil, "", err
+	}
+	runs := make(chan stamp, 64)
+	go func() {
+		defer out.Close()
+		sc := bufio.NewScanner(ff)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			t := time.Now()
+			if bytes.Contains(line, []byte(`"to":"in-progress"`)) {
+				var l struct {
+					JobID string `json:"job_id"`
+				}
+				if json.Unmarshal(line, &l) == nil && l.JobID != "" {
+					select {
+					case runs <- stamp{id: l.JobID, t: t}:
+					default: // nobody is waiting for this one
+					}
+				}
+			}
+			_, _ = out.Write(append(line, '\n'))
+		}
+	}()
+	return ff, runs, copyPath, nil
 }
 
 // waitStatus polls the job every millisecond until it has status want.

@@ -163,6 +163,11 @@ func TestPGBurnDownAndPickupRunTheDaemons(t *testing.T) {
 	if p.Start.N != 3 || p.Start.P50 <= 0 || p.Submit.N != 3 || p.Start.P50 < p.Submit.P50 {
 		t.Fatalf("pickup %+v", p)
 	}
+	// Each job's start in agentd (its log line, read from the FIFO) was
+	// stamped.
+	if p.Claim.N != 3 || p.Claim.P50 <= 0 {
+		t.Fatalf("pickup to agentd's start %+v", p)
+	}
 	// Every database the runs made is gone.
 	conn, err := pgx.Connect(ctxT(t), pg.Admin)
 	if err != nil {

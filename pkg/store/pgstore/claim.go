@@ -41,6 +41,11 @@ func (s *Store) Claim(ctx context.Context, h job.Holder, opts store.ClaimOptions
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	if len(out) == max {
+		// The queue may hold more: another waiting slot claims too
+		// (a notification wakes one waiter; see waiter).
+		s.wait.wakeOne()
+	}
 	return s.claimed(ctx, h, out)
 }
 

@@ -204,3 +204,70 @@ func TestNotifyWakesWaiter(t *testing.T) {
 		}
 	}
 }
+
+// A notification wakes one waiter, not the herd of an agent's idle slots;
+// a claim that filled its batch passes the wake-up on to the next waiter
+// (the queue may hold more), and one that did not leaves the rest waiting.
+func TestNotifyWakesOneWaiterAndFullClaimsPassItOn(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	const waiters = 3
+	woken := make(chan int, waiters)
+	for i := 0; i < waiters; i++ {
+		go func() {
+			if w, _ := s.WaitQueued(context.Background(), 30*time.Second); w {
+				woken <- i
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.wait.waiters() < waiters {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters waiting, want %d", s.wait.waiters(), waiters)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Three jobs, one statement: one notification.
+	submit(t, s, job.SubmitRequest{}, job.SubmitRequest{}, job.SubmitRequest{})
+	select {
+	case <-woken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the submit woke no waiter")
+	}
+	notWoken := func(what string) {
+		t.Helper()
+		select {
+		case i := <-woken:
+			t.Fatalf("%s: waiter %d woken too", what, i)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	notWoken("one notification")
+	if n := s.wait.waiters(); n != waiters-1 {
+		t.Fatalf("after one notification %d waiters still wait, want %d", n, waiters-1)
+	}
+	// A claim that took all it asked for wakes the next waiter.
+	h := job.Holder{Actor: "agentd/a1", Agent: "a1"}
+	cs, err := s.Claim(ctxT(t), h, store.ClaimOptions{Max: 2})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claim of 2: %d jobs, %v", len(cs), err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a full claim did not pass the wake-up on")
+	}
+	// One that took less than it asked for does not.
+	cs, err = s.Claim(ctxT(t), h, store.ClaimOptions{Max: 2})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim of the last job: %d jobs, %v", len(cs), err)
+	}
+	select {
+	case i := <-woken:
+		t.Fatalf("a short claim woke waiter %d", i)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n := s.wait.waiters(); n != 1 {
+		t.Fatalf("%d waiters still wait, want 1", n)
+	}
+}

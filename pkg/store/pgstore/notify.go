@@ -9,23 +9,28 @@ import (
 )
 
 // waiter is WaitQueued's machinery: one connection per Store LISTENs on
-// NotifyChannel (started by the first WaitQueued) and wakes every waiter
-// at each notification. When the connection is lost it wakes them all
-// (they poll: a wake-up is a hint, never a promise) and listens again.
+// NotifyChannel (started by the first WaitQueued). A notification wakes
+// one waiter, the one that has waited longest: every waiter of a Store is
+// a slot of the same agent, and a job made queued is claimed by one of
+// them, so waking them all would send a herd of claims of which all but
+// one find nothing (on two cores, the herd delayed the one that mattered).
+// A claim that filled its batch passes the wake-up on (wakeOne from
+// Claim), so a burst still wakes as many slots as it has jobs for. When
+// the connection is lost the waiter wakes them all (they poll: a wake-up
+// is a hint, never a promise) and listens again.
 type waiter struct {
 	pool *pgxpool.Pool
 
 	mu      sync.Mutex
 	started bool
-	ready   chan struct{} // closed once LISTEN has been sent the first time
-	wake    chan struct{} // closed and replaced at each notification
-	waiting int           // WaitQueued calls now waiting (tests)
+	ready   chan struct{}   // closed once LISTEN has been sent the first time
+	queue   []chan struct{} // the waiting calls, oldest first; each closed when woken
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
 func newWaiter(pool *pgxpool.Pool) *waiter {
-	return &waiter{pool: pool, ready: make(chan struct{}), wake: make(chan struct{}), done: make(chan struct{})}
+	return &waiter{pool: pool, ready: make(chan struct{}), done: make(chan struct{})}
 }
 
 // WaitQueued waits until a job may have become queued (a notification on
@@ -55,31 +60,58 @@ func (s *Store) WaitQueued(ctx context.Context, timeout time.Duration) (bool, er
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
+	wake := make(chan struct{})
 	w.mu.Lock()
-	wake := w.wake // listening now: wait for the next notification
-	w.waiting++
+	w.queue = append(w.queue, wake) // listening now: wait for the next notification
 	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.waiting--
-		w.mu.Unlock()
-	}()
 	select {
 	case <-wake:
 		return true, nil
 	case <-t.C:
-		return false, nil
 	case <-ctx.Done():
-		return false, ctx.Err()
+	}
+	if !w.leave(wake) {
+		// Woken as it gave up: the wake-up is passed on, not lost.
+		w.wakeOne()
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// leave takes a waiter that gave up out of the queue; false when it was
+// woken meanwhile (no longer queued).
+func (w *waiter) leave(wake chan struct{}) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, c := range w.queue {
+		if c == wake {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// wakeOne wakes the waiter that has waited longest, if any.
+func (w *waiter) wakeOne() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) > 0 {
+		close(w.queue[0])
+		w.queue = w.queue[1:]
 	}
 }
 
 // wakeAll wakes every waiter.
 func (w *waiter) wakeAll() {
 	w.mu.Lock()
-	close(w.wake)
-	w.wake = make(chan struct{})
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	for _, c := range w.queue {
+		close(c)
+	}
+	w.queue = nil
 }
 
 // listen holds one connection that LISTENs, until ctx ends.
@@ -98,7 +130,7 @@ func (w *waiter) listen(ctx context.Context) {
 				for err == nil {
 					_, err = conn.Conn().WaitForNotification(ctx)
 					if err == nil {
-						w.wakeAll()
+						w.wakeOne()
 					}
 				}
 			}
@@ -136,5 +168,5 @@ func (w *waiter) close() {
 func (w *waiter) waiters() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.waiting
+	return len(w.queue)
 }
