@@ -350,6 +350,7 @@ func (c *Ctl) CrawlExport(name string) error {
 	if err != nil {
 		return err
 	}
+	jobs := spoolstore.New(s)
 	w := bufio.NewWriterSize(c.Stdout, 64<<10)
 	enc := json.NewEncoder(w)
 	done := map[string]bool{}
@@ -363,7 +364,7 @@ func (c *Ctl) CrawlExport(name string) error {
 			return true
 		}
 		done[key] = true
-		if werr = enc.Encode(newExportRow(artifactOf(s, name, o), o)); werr != nil {
+		if werr = enc.Encode(newExportRow(artifactOf(jobs, name, o), o)); werr != nil {
 			return false
 		}
 		return true
@@ -377,16 +378,18 @@ func (c *Ctl) CrawlExport(name string) error {
 	return err
 }
 
-func artifactOf(s *job.Spool, name string, o *crawl.Outcome) *crawl.Artifact {
+// artifactOf is the fetch's result of outcome o: the artifact its
+// finished job left in its directory (found through the job store), or,
+// when there is none, one made of the outcome's own fields.
+func artifactOf(jobs store.Dirs, name string, o *crawl.Outcome) *crawl.Artifact {
 	if o.JobID != "" && o.Outcome != crawl.OutcomeRobotsDenied {
-		for _, st := range []job.State{job.Succeeded, job.Killed} {
-			var a crawl.Artifact
-			if crawl.ReadResult(s.JobDir(st, "", o.JobID), &a) == nil {
-				if o.Outcome != crawl.OutcomeFetched {
-					a.Outcome = o.Outcome
-				}
-				return &a
+		_, loc, _ := jobs.GetDir(context.Background(), o.JobID, job.Succeeded)
+		var a crawl.Artifact
+		if (loc.State == job.Succeeded || loc.State == job.Killed) && crawl.ReadResult(loc.Dir, &a) == nil {
+			if o.Outcome != crawl.OutcomeFetched {
+				a.Outcome = o.Outcome
 			}
+			return &a
 		}
 	}
 	a := &crawl.Artifact{Kind: crawl.KindFetch, Crawl: name, JobID: o.JobID, NormalizedURL: o.URL, FinalURL: o.URL, Domain: o.Domain,

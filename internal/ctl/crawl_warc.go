@@ -7,6 +7,7 @@ import (
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/crawlwarc"
 	"github.com/farro-dev/farro/pkg/fsq"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // CrawlExportWARCOptions are `farroctl crawl export --warc`'s.
@@ -32,6 +33,7 @@ func (c *Ctl) CrawlExportWARC(name string, o CrawlExportWARCOptions) error {
 	if err != nil {
 		return err
 	}
+	jobs := spoolstore.New(s)
 	w, err := crawlwarc.Create(o.Dir, crawlwarc.Options{Crawl: name, MaxSize: o.MaxSize, Software: "farro",
 		Info: map[string]string{"http-header-user-agent": cr.UserAgent, "description": "farro crawl " + name}})
 	if err != nil {
@@ -49,7 +51,7 @@ func (c *Ctl) CrawlExportWARC(name string, o CrawlExportWARCOptions) error {
 			return true
 		}
 		done[key] = true
-		a := artifactOf(s, name, oc)
+		a := artifactOf(jobs, name, oc)
 		body, f, berr := c.warcBody(st, a)
 		if berr != nil {
 			c.warnf("crawl export: %s: %v", a.NormalizedURL, berr)

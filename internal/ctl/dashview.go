@@ -18,6 +18,7 @@ import (
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
 	"github.com/farro-dev/farro/pkg/store/pgstore"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // This file gives the read side of farroctl's commands as values rather
@@ -523,7 +524,7 @@ func (c *Ctl) WhyOf(name, rawURL string) (*WhyAnswer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return why(s, st, cr, rawURL, c.now()), nil
+	return why(spoolstore.New(s), st, cr, rawURL, c.now()), nil
 }
 
 // Applies reports whether action a can be asked of a job in state st

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"github.com/farro-dev/farro/internal/crawl"
 	"github.com/farro-dev/farro/internal/crawl/seenset"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // Why verdicts.
@@ -55,7 +58,7 @@ func (c *Ctl) Why(name, rawURL string, jsonOut bool) error {
 	if err != nil {
 		return err
 	}
-	a := why(s, st, cr, rawURL, c.now())
+	a := why(spoolstore.New(s), st, cr, rawURL, c.now())
 	if jsonOut {
 		return json.NewEncoder(c.Stdout).Encode(a)
 	}
@@ -63,7 +66,9 @@ func (c *Ctl) Why(name, rawURL string, jsonOut bool) error {
 	return err
 }
 
-func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Time) *WhyAnswer {
+// why reaches the URL's jobs through the job store (jobs: the spool's,
+// whose Dirs finds a job's directory and the fetch's result in it).
+func why(jobs store.Dirs, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Time) *WhyAnswer {
 	a := &WhyAnswer{Crawl: cr.Name, Input: raw}
 	u, err := cr.NormalizeURL(raw)
 	if err != nil {
@@ -92,13 +97,14 @@ func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Ti
 		a.Verdict, a.Message = WhyNeverSeen, "never seen: no fetched page links to it (yet)"
 		return a
 	}
-	id := latestFetchJob(s, cr.Name, u) // why_retry.go
+	ctx := context.Background()
+	id := latestFetchJob(ctx, jobs, cr.Name, u) // why_retry.go
 	a.JobID = id
-	if locs, err := s.LocateSettled(id, Actor); err == nil {
-		if locs[0].State == job.Killed && requeuedWhy(a, st, cr, u, now) {
+	if j, loc, err := jobs.GetDir(ctx, id, ""); loc.State != "" {
+		if loc.State == job.Killed && requeuedWhy(a, st, cr, u, now) {
 			return a
 		}
-		jobWhy(a, s, locs[0])
+		jobWhy(a, j, err, loc)
 		return a
 	}
 	var last *crawl.Outcome
@@ -126,9 +132,9 @@ func why(s *job.Spool, st *crawl.Store, cr *crawl.Crawl, raw string, now time.Ti
 	return a
 }
 
-// jobWhy describes a URL whose job is in the spool.
-func jobWhy(a *WhyAnswer, s *job.Spool, l job.Location) {
-	j, err := job.ReadJob(l.Dir)
+// jobWhy describes a URL whose job is in the spool: j as read at l (err:
+// why it could not be).
+func jobWhy(a *WhyAnswer, j *job.Job, err error, l job.Location) {
 	if err != nil {
 		a.Verdict, a.Message = WhyInFlight, fmt.Sprintf("released as job %s, in %s (unreadable: %v)", a.JobID, l.State, err)
 		return

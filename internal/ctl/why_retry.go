@@ -1,10 +1,11 @@
 package ctl
 
 import (
+	"context"
 	"time"
 
 	"github.com/farro-dev/farro/internal/crawl"
-	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // maxWhyTries bounds the retry jobs why looks for.
@@ -12,12 +13,12 @@ const maxWhyTries = 1000
 
 // latestFetchJob is the ID of the last job released for u: the frontier
 // retries a failed fetch as a new job ("-t<n>", crawl.RetryJobID).
-func latestFetchJob(s *job.Spool, name, u string) string {
+func latestFetchJob(ctx context.Context, jobs store.Dirs, name, u string) string {
 	id := crawl.FetchJobID(name, u)
 	for try := 1; try <= maxWhyTries; try++ {
 		next := crawl.RetryJobID(name, u, 0, try)
-		if _, err := s.Locate(next); err != nil {
-			break
+		if _, loc, _ := jobs.GetDir(ctx, next, ""); loc.State == "" {
+			break // no such job (found nowhere)
 		}
 		id = next
 	}
