@@ -454,12 +454,14 @@ func (ck *checker) strayTemps(dir string) {
 		path := filepath.Join(dir, de.Name())
 		ck.add(&Finding{Kind: FindStrayTemp, Path: path,
 			Detail: fmt.Sprintf("temp file of an interrupted atomic write, %s old", ck.now.Sub(info.ModTime()).Round(time.Second)),
-			Action: "remove", fix: removeFix(path, ck.grace)})
+			Action: "remove", fix: removeFix(path, ck.grace, fsq.RemoveAll)})
 	}
 }
 
 // tmp reports entries of tmp/ older than the grace: submits that died
-// before renaming their job into a state directory.
+// before renaming their job into a state directory. A build whose
+// submitter is alive (it holds the build's flock: job.IsLiveBuild) is no
+// leftover, whatever its age.
 func (ck *checker) tmp() error {
 	dir := ck.s.Path(job.TmpDir)
 	des, err := os.ReadDir(dir)
@@ -475,14 +477,20 @@ func (ck *checker) tmp() error {
 			continue
 		}
 		path := filepath.Join(dir, de.Name())
+		if info.IsDir() && job.IsLiveBuild(path) {
+			continue
+		}
 		ck.add(&Finding{Kind: FindTmpLeftover, Path: path,
 			Detail: fmt.Sprintf("left by an interrupted submit, %s old", ck.now.Sub(info.ModTime()).Round(time.Second)),
-			Action: "remove (the submit was never acknowledged)", fix: removeFix(path, ck.grace)})
+			Action: "remove (the submit was never acknowledged)", fix: removeFix(path, ck.grace, job.RemoveTmpLeftover)})
 	}
 	return nil
 }
 
-func removeFix(path string, grace time.Duration) func() (string, error) {
+// removeFix removes path with remove (fsq.RemoveAll, or for a tmp/ entry
+// job.RemoveTmpLeftover, which leaves a live submit's build alone) unless
+// it was modified within the grace.
+func removeFix(path string, grace time.Duration, remove func(string) error) func() (string, error) {
 	return func() (string, error) {
 		fi, err := os.Lstat(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -494,7 +502,7 @@ func removeFix(path string, grace time.Duration) func() (string, error) {
 		if time.Since(fi.ModTime()) < grace {
 			return "", errors.New("modified since the scan; left alone")
 		}
-		if err := fsq.RemoveAll(path); err != nil {
+		if err := remove(path); err != nil {
 			return "", err
 		}
 		return "removed", nil

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/farro-dev/farro/internal/ctl"
 	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/internal/proc/proctest"
@@ -389,5 +391,38 @@ func TestFsckHostIdentity(t *testing.T) {
 	}
 	if b, err := fsq.ReadOwner(e.s.LockPath("peer")); err != nil || string(b) != string(foreign) {
 		t.Errorf("the foreign lock was touched: %q %v", b, err)
+	}
+}
+
+// A tmp/ build older than the grace whose submitter is alive (it holds
+// the build's flock) is no leftover: fsck neither reports nor removes it;
+// once the flock is gone (the submitter died) it is one.
+func TestFsckLeavesALiveBuildAlone(t *testing.T) {
+	e := newEnv(t)
+	build := e.s.Path("tmp", "slow.0a1b2c3d")
+	writeFile(t, filepath.Join(build, job.PromptFile), "{}")
+	age(t, build, time.Hour)
+	fd, err := unix.Open(build, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctl("").Fsck(ctl.FsckOptions{Repair: true, Grace: time.Minute}); err != nil || strings.TrimSpace(e.stdout.String()) != "fsck: clean" {
+		t.Fatalf("with the build held: %v, stdout %q", err, e.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(build, job.PromptFile)); err != nil {
+		t.Fatalf("the live build was touched: %v", err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctl("").Fsck(ctl.FsckOptions{Repair: true, Grace: time.Minute}); err != nil || !strings.Contains(e.stdout.String(), "removed") {
+		t.Fatalf("after its flock was released: %v, stdout %q", err, e.stdout)
+	}
+	if _, err := os.Lstat(build); !os.IsNotExist(err) {
+		t.Fatalf("the dead build is still there: %v", err)
 	}
 }

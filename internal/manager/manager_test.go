@@ -25,6 +25,9 @@ import (
 // PostgreSQL of the shared-store tests (shared_test.go), if they started
 // it (the goroutine that waits for it is its own, not a leak).
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(stalledSubmitEnv); spec != "" {
+		runStalledSubmit(spec) // a child of the sweep tests (sweep_test.go); exits
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/farro-dev/farro/internal/testpg.startPostgres.func1"),
 		goleak.Cleanup(func(code int) { testpg.Stop(); os.Exit(code) }))
 }

@@ -16,7 +16,9 @@ import (
 
 // sweepTmp durably removes every entry of tmp/ older than TmpMaxAge:
 // submits that crashed before their final rename, and jobs whose removal
-// by retention was cut short.
+// by retention was cut short. A build whose submitter is still alive
+// (stalled, or stopped, longer than TmpMaxAge) holds its flock and is
+// left alone (job.RemoveTmpLeftover): its submit goes on when it wakes.
 func (m *Manager) sweepTmp(ctx context.Context) error {
 	dir := m.spool.Path(job.TmpDir)
 	des, err := os.ReadDir(dir)
@@ -37,7 +39,12 @@ func (m *Manager) sweepTmp(ctx context.Context) error {
 		}
 		p := filepath.Join(dir, de.Name())
 		fsq.CrashPoint("sweep/remove:before") // for test/crash; no-op in release builds
-		if err := fsq.RemoveAll(p); err != nil {
+		if err := job.RemoveTmpLeftover(p); err != nil {
+			if errors.Is(err, job.ErrBuilding) {
+				// Debug: every pass meets it again while its submitter lives.
+				m.log.Debug().Str("path", p).Dur("age_ms", time.Since(fi.ModTime()).Round(time.Second)).Msg("tmp/ entry older than tmp-max-age kept: a live submit is building it")
+				continue
+			}
 			m.log.Error().Err(err).Str("path", p).Msg("cannot sweep tmp leftover")
 			continue
 		}

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/farro-dev/farro/pkg/fsq"
 )
@@ -51,18 +54,39 @@ func (s *Spool) Submit(req SubmitRequest) (*Job, error) {
 // request does not stop the others.
 func (s *Spool) SubmitMany(reqs []SubmitRequest) (jobs []*Job, errs []error) {
 	jobs, errs = make([]*Job, len(reqs)), make([]error, len(reqs))
+	// Each build holds a descriptor (its flock, see buildlock.go) until
+	// its run ends: a huge batch goes in runs, two barriers each, so that
+	// it cannot run out of descriptors.
+	for lo := 0; lo < len(reqs); lo += maxBuildsPerRun {
+		hi := min(lo+maxBuildsPerRun, len(reqs))
+		s.submitRun(reqs[lo:hi], jobs[lo:hi], errs[lo:hi])
+	}
+	return jobs, errs
+}
+
+// maxBuildsPerRun bounds the builds, so the descriptors, that one run of
+// SubmitMany holds at once (farroctl submit --batch sends 256).
+const maxBuildsPerRun = 1024
+
+// submitRun is SubmitMany for at most maxBuildsPerRun requests: it fills
+// jobs and errs, which are as long as reqs.
+func (s *Spool) submitRun(reqs []SubmitRequest, jobs []*Job, errs []error) {
 	tmps := make([]string, len(reqs))
+	locks := make([]int, len(reqs))
 	defer func() {
 		for i, tmp := range tmps {
 			if tmp != "" && jobs[i] == nil {
 				_ = os.RemoveAll(tmp)
 			}
+			if locks[i] >= 0 {
+				unix.Close(locks[i]) // after the rename or the removal
+			}
 		}
 	}()
 	built := 0
 	for i := range reqs {
-		j, tmp, err := s.build(&reqs[i])
-		tmps[i] = tmp
+		j, tmp, lock, err := s.build(&reqs[i])
+		tmps[i], locks[i] = tmp, lock
 		if err != nil {
 			errs[i] = err
 			continue
@@ -71,13 +95,14 @@ func (s *Spool) SubmitMany(reqs []SubmitRequest) (jobs []*Job, errs []error) {
 		built++
 	}
 	if built == 0 {
-		return jobs, errs
+		return
 	}
 	// The fsq.CrashPoint calls mark the steps for the crash-simulation
 	// harness (test/crash); they do nothing in release builds.
 	fsq.CrashPoint("submit/sync-tmp:before")
 	if err := s.sync(); err != nil {
-		return failAll(jobs, errs, reqs, err)
+		failAll(jobs, errs, reqs, err)
+		return
 	}
 	for i := range reqs {
 		if jobs[i] == nil {
@@ -97,40 +122,40 @@ func (s *Spool) SubmitMany(reqs []SubmitRequest) (jobs []*Job, errs []error) {
 		// The jobs are in place but not known to be durable: report
 		// them as failed; the caller may submit them again (a job that
 		// did survive is then refused as a duplicate).
-		return failAll(jobs, errs, reqs, err)
+		failAll(jobs, errs, reqs, err)
 	}
-	return jobs, errs
 }
 
-func failAll(jobs []*Job, errs []error, reqs []SubmitRequest, err error) ([]*Job, []error) {
+func failAll(jobs []*Job, errs []error, reqs []SubmitRequest, err error) {
 	for i := range jobs {
 		if jobs[i] != nil {
 			jobs[i], errs[i] = nil, fmt.Errorf("submit %s: %w", reqs[i].ID, err)
 		}
 	}
-	return jobs, errs
 }
 
 // build checks req, fills its defaults and writes the job's files into a
 // new tmp/ directory (not fsynced: SubmitMany's first barrier does that).
-func (s *Spool) build(req *SubmitRequest) (*Job, string, error) {
+// It returns the directory and the descriptor holding its flock (-1:
+// none), which the caller closes once the build is renamed or removed.
+func (s *Spool) build(req *SubmitRequest) (*Job, string, int, error) {
 	if req.ID == "" {
 		req.ID = NewID()
 	}
 	if err := ValidateID(req.ID); err != nil {
-		return nil, "", err
+		return nil, "", -1, err
 	}
 	if !ValidKind(req.Kind) {
-		return nil, "", fmt.Errorf("invalid kind %q: must match %s", req.Kind, KindPattern)
+		return nil, "", -1, fmt.Errorf("invalid kind %q: must match %s", req.Kind, KindPattern)
 	}
 	if len(req.Prompt) > MaxPromptSize {
-		return nil, "", fmt.Errorf("prompt is %d bytes, over the limit of %d", len(req.Prompt), MaxPromptSize)
+		return nil, "", -1, fmt.Errorf("prompt is %d bytes, over the limit of %d", len(req.Prompt), MaxPromptSize)
 	}
 	if !json.Valid(req.Prompt) {
-		return nil, "", errors.New("prompt is not valid JSON")
+		return nil, "", -1, errors.New("prompt is not valid JSON")
 	}
 	if req.MaxAttempts < 0 {
-		return nil, "", errors.New("max attempts must not be negative")
+		return nil, "", -1, errors.New("max attempts must not be negative")
 	}
 	if req.Actor == "" {
 		req.Actor = "farroctl"
@@ -147,26 +172,66 @@ func (s *Spool) build(req *SubmitRequest) (*Job, string, error) {
 		nb := req.NotBefore.UTC()
 		j.Status, j.NotBefore, j.Reason = Deferred, &nb, "scheduled"
 	}
-	tmp := s.Path(TmpDir, req.ID+"."+randHex(4))
-	fsq.CrashPoint("submit/mkdir-tmp:before")
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return nil, "", fmt.Errorf("submit %s: %w", req.ID, err)
-	}
 	ev, _ := json.Marshal(submitEvent(j, req.Actor))
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{PromptFile, req.Prompt}, {JobFile, j.Marshal()}, {EventsFile, append(ev, '\n')}} {
-		fsq.CrashPoint("submit/create:before", f.name)
-		if err := fsq.CreateFileUnsynced(tmp+"/"+f.name, f.data); err != nil {
-			return nil, tmp, fmt.Errorf("submit %s: %w", req.ID, err)
+	files := [...]buildFile{{PromptFile, req.Prompt}, {JobFile, j.Marshal()}, {EventsFile, append(ev, '\n')}}
+	var tmp string
+	var lock int
+	var err error
+	for try := 1; ; try++ {
+		tmp, lock, err = s.makeBuild(req.ID, files[:])
+		if !errors.Is(err, errSwept) || try == maxBuildTries {
+			break
 		}
+	}
+	if err != nil {
+		return nil, tmp, lock, fmt.Errorf("submit %s: %w", req.ID, err)
 	}
 	// Made durable by the same barrier as the job (see hint.go).
 	if err := s.writeHint(j); err != nil {
-		return nil, tmp, fmt.Errorf("submit %s: priority hint: %w", req.ID, err)
+		return nil, tmp, lock, fmt.Errorf("submit %s: priority hint: %w", req.ID, err)
 	}
-	return j, tmp, nil
+	return j, tmp, lock, nil
+}
+
+// buildFile is one file of a build directory.
+type buildFile struct {
+	name string
+	data []byte
+}
+
+// maxBuildTries bounds the builds of one job that a sweep may remove
+// before they are locked (errSwept): each needs the submitter to stall
+// for longer than the sweep's age between a mkdir and the next syscall.
+const maxBuildTries = 3
+
+// makeBuild makes a new build directory for job id in tmp/, takes its
+// flock and writes files into it. It returns the directory (empty once
+// removed) and the flock's descriptor (-1: none). errSwept: the directory
+// was removed before the flock was taken; a new one may be tried.
+func (s *Spool) makeBuild(id string, files []buildFile) (string, int, error) {
+	tmp := s.Path(TmpDir, id+"."+randHex(4))
+	fsq.CrashPoint("submit/mkdir-tmp:before")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", -1, err
+	}
+	lock, err := lockBuild(tmp)
+	if err != nil {
+		_ = os.Remove(tmp) // still empty; gone already if a sweep took it
+		return "", -1, err
+	}
+	for _, f := range files {
+		fsq.CrashPoint("submit/create:before", f.name)
+		if err := fsq.CreateFileUnsynced(tmp+"/"+f.name, f.data); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				// Only a sweep that held the flock before lockBuild took
+				// it removes a build: this one is gone, not half-written.
+				unix.Close(lock)
+				return "", -1, fmt.Errorf("%w (%w)", errSwept, err)
+			}
+			return tmp, lock, err
+		}
+	}
+	return tmp, lock, nil
 }
 
 // place renames the built job from tmp into its state's directory while
