@@ -267,3 +267,81 @@ func TestRetentionReadsOnlyDueJobs(t *testing.T) {
 	plan, text = explainAnalyze(t, c, sent[0].SQL, sent[0].Args...)
 	check("generic plan", plan, text)
 }
+
+// TestOldestQueuedReadsOneEntry: the oldest queued job (the smallest
+// created_at, of those the smallest ID) is one entry of
+// jobs_queued_created, at a queue whose claim order, ID order and age_key
+// all say otherwise, and with older jobs in other states.
+func TestOldestQueuedReadsOneEntry(t *testing.T) {
+	t.Parallel()
+	url := freshDB(t)
+	if _, err := Migrate(ctxT(t), url); err != nil {
+		t.Fatal(err)
+	}
+	log := &queryLog{}
+	s, err := Open(ctxT(t), url, WithScratch(t.TempDir()), func(c *config) { c.tracer = log })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if id, at, err := s.OldestQueued(ctxT(t)); err != nil || id != "" || !at.IsZero() {
+		t.Fatalf("OldestQueued of an empty queue: %q %v %v", id, at, err)
+	}
+	c := sqlConn(t, url)
+	const queued = 20000
+	for _, q := range []string{
+		// Created later as their IDs grow smaller, their age_key (the
+		// claim order's age) the other way, three priorities.
+		`INSERT INTO jobs (id, schema_version, kind, status, priority, created_at, updated_at, prompt, age_key)
+		SELECT 'q' || lpad(g::text, 6, '0'), $1, 'noop', 'queued', g % 3, now() - g * interval '1 ms', now(), '{}',
+			now() - interval '1 day' + g * interval '1 ms'
+		FROM generate_series(1, ` + fmt.Sprint(queued) + `) g`,
+		// The oldest: three created at the same instant, the smallest ID
+		// of them the answer; priority 0, the claim's last.
+		`INSERT INTO jobs (id, schema_version, kind, status, created_at, updated_at, prompt, age_key)
+		SELECT 't00000' || g, $1, 'noop', 'queued', now() - interval '1 hour', now(), '{}', now()
+		FROM generate_series(1, 3) g`,
+		// Older still, in other states.
+		`INSERT INTO jobs (id, schema_version, kind, status, created_at, updated_at, prompt, age_key)
+		SELECT 'a00000' || g, $1, 'noop', (ARRAY['held', 'deferred', 'in-progress', 'succeeded'])[g],
+			now() - interval '2 days', now(), '{}', now() - interval '2 days'
+		FROM generate_series(1, 4) g`,
+		`ANALYZE jobs`,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = append(args, job.SchemaVersion)
+		}
+		if _, err := c.Exec(ctxT(t), q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want time.Time
+	if err := c.QueryRow(ctxT(t), `SELECT created_at FROM jobs WHERE id = 't000001'`).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	id, at, err := s.OldestQueued(ctxT(t))
+	if err != nil || id != "t000001" || !at.Equal(want) {
+		t.Fatalf("OldestQueued: %q %v %v; want t000001 %v", id, at, err, want)
+	}
+	sent := log.take()
+	if len(sent) != 1 {
+		t.Fatalf("OldestQueued sent %d statements, want 1", len(sent))
+	}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		if _, err := c.Exec(ctxT(t), "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		plan, text := explainAnalyze(t, c, sent[0].SQL, sent[0].Args...)
+		nodes, read := plan.scans("jobs")
+		for _, n := range nodes {
+			if n.Index != "jobs_queued_created" {
+				t.Errorf("%s: jobs read by %s %s, not by jobs_queued_created:\n%s", mode, n.Type, n.Index, text)
+			}
+		}
+		if read > 1 {
+			t.Errorf("%s: %.0f rows of jobs read for the oldest of %d queued:\n%s", mode, read, queued+3, text)
+		}
+	}
+}

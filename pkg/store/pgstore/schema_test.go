@@ -156,8 +156,8 @@ func TestTriggerRefusesIllegalUpdate(t *testing.T) {
 // the history's only (with the events feed's BRIN index, which an insert
 // at the table's end leaves alone until its pages are summarised, and
 // the partial indexes, which only a row in their states enters: the
-// claim order's a queued one, retention's a succeeded or killed one),
-// and a heartbeat writes none (a HOT update).
+// claim order's and the oldest queued job's a queued one, retention's a
+// succeeded or killed one), and a heartbeat writes none (a HOT update).
 func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
 	t.Parallel()
 	s, url := newStore(t)
@@ -168,8 +168,9 @@ func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
 	}
 	var got []string
 	partial := map[string]string{
-		"jobs_claim_order": "WHERE (status = 'queued'::text)",
-		"jobs_finished":    "WHERE (status = ANY (ARRAY['succeeded'::text, 'killed'::text]))",
+		"jobs_claim_order":    "WHERE (status = 'queued'::text)",
+		"jobs_finished":       "WHERE (status = ANY (ARRAY['succeeded'::text, 'killed'::text]))",
+		"jobs_queued_created": "WHERE (status = 'queued'::text)",
 	}
 	for rows.Next() {
 		var n, def string
@@ -181,7 +182,7 @@ func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
 			t.Errorf("index %s: %s; want it partial, %s", n, def, w)
 		}
 	}
-	if want := "job_events_feed job_events_job jobs_claim_order jobs_finished jobs_pkey jobs_status_id"; strings.Join(got, " ") != want {
+	if want := "job_events_feed job_events_job jobs_claim_order jobs_finished jobs_pkey jobs_queued_created jobs_status_id"; strings.Join(got, " ") != want {
 		t.Fatalf("indexes %q, want %s", got, want)
 	}
 	submit(t, s, job.SubmitRequest{})
