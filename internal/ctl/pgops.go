@@ -69,9 +69,12 @@ func (c *Ctl) storeAgents() (l registry.Listing, now time.Time, err error) {
 }
 
 // storeTopDoc is one snapshot of top on a database: the counts, the
-// oldest queued job and the running jobs from the jobs table, who runs
-// them from the agents table; the rendering is the spool's.
-func (c *Ctl) storeTopDoc(d *storeDoor) (TopDoc, error) {
+// oldest queued job (one index entry: pgstore's OldestQueued) and the
+// running jobs from the jobs table, who runs them from the agents table;
+// the rendering is the spool's. Without queue, only the running jobs and
+// the agents are read (the dashboard's workers, as a spool's WorkersOf
+// reads in-progress/ only): no counts, no oldest queued job.
+func (c *Ctl) storeTopDoc(d *storeDoor, queue bool) (TopDoc, error) {
 	snap := spoolview.Snapshot{States: map[job.State]int{}, Agents: map[string]int{}, Ready: true}
 	var (
 		running []*job.Job
@@ -99,6 +102,15 @@ func (c *Ctl) storeTopDoc(d *storeDoor) (TopDoc, error) {
 				reg.Daemons = append(reg.Daemons, e)
 			}
 		}
+		err = d.st.List(d.ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
+			running = append(running, j)
+			snap.Agents[j.Agent]++
+			snap.Running = append(snap.Running, spoolview.RunningJob{Agent: j.Agent, ID: j.ID})
+			return nil
+		})
+		if err != nil || !queue {
+			return err
+		}
 		counts, err := d.st.Counts(d.ctx)
 		if err != nil {
 			return err
@@ -106,21 +118,8 @@ func (c *Ctl) storeTopDoc(d *storeDoor) (TopDoc, error) {
 		for _, s := range job.States {
 			snap.States[s] = counts[s]
 		}
-		err = d.st.List(d.ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
-			running = append(running, j)
-			snap.Agents[j.Agent]++
-			snap.Running = append(snap.Running, spoolview.RunningJob{Agent: j.Agent, ID: j.ID})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return d.st.List(d.ctx, store.Filter{States: []job.State{job.Queued}}, func(j *job.Job) error {
-			if snap.OldestQueued.IsZero() || j.CreatedAt.Before(snap.OldestQueued) {
-				snap.OldestQueued = j.CreatedAt
-			}
-			return nil
-		})
+		_, snap.OldestQueued, err = pg.OldestQueued(d.ctx)
+		return err
 	}()
 	if err != nil {
 		return TopDoc{}, err
@@ -147,7 +146,7 @@ func (c *Ctl) topStore(o TopOptions) error {
 		out, tty := c.Stdout.(*os.File)
 		tty = tty && term.IsTerminal(int(out.Fd()))
 		if o.JSON || o.Once || !tty {
-			doc, err := c.storeTopDoc(d)
+			doc, err := c.storeTopDoc(d, true)
 			if err != nil {
 				return err
 			}
@@ -165,7 +164,7 @@ func (c *Ctl) topStore(o TopOptions) error {
 			qctx, qcancel := context.WithTimeout(ctx, StoreTimeout)
 			defer qcancel()
 			d.ctx = qctx
-			doc, err := c.storeTopDoc(d)
+			doc, err := c.storeTopDoc(d, true)
 			if err != nil {
 				return []string{"farro top · " + storeName(c.Store), "", oneLine(err.Error())}
 			}

@@ -139,10 +139,12 @@ func (c *Ctl) storeShape() (*Shape, error) {
 	return sh, nil
 }
 
-// storeWorkers is WorkersOf on a database: top's snapshot.
+// storeWorkers is WorkersOf on a database: top's snapshot of the running
+// jobs and the agents (the overview reads the counts and the oldest
+// queued job once, through StatsOf).
 func (c *Ctl) storeWorkers() (doc TopDoc, err error) {
 	err = c.withStore(func(d *storeDoor) error {
-		doc, err = c.storeTopDoc(d)
+		doc, err = c.storeTopDoc(d, false)
 		return err
 	})
 	return doc, err

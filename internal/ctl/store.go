@@ -290,10 +290,15 @@ func (c *Ctl) storeShow(arg string) (doc ShowDoc, err error) {
 }
 
 // storeCount is stats on a database: the counts per state, the paused
-// kinds, the running jobs per agent and the oldest queued job.
+// kinds, the running jobs per agent and the oldest queued job (one index
+// entry: pgstore's OldestQueued, not a read of the queue).
 func (c *Ctl) storeCount() (st *Stats, err error) {
 	st = &Stats{States: map[job.State]int{}, Agents: map[string]int{}, PausedKinds: []string{}, At: c.now()}
 	err = c.withStore(func(d *storeDoor) error {
+		pg, err := d.pg()
+		if err != nil {
+			return err
+		}
 		counts, err := d.st.Counts(d.ctx)
 		if err != nil {
 			return err
@@ -302,14 +307,12 @@ func (c *Ctl) storeCount() (st *Stats, err error) {
 			st.States[s] = counts[s]
 			st.Total += counts[s]
 		}
-		if pg, ok := d.st.(*pgstore.Store); ok {
-			ps, err := pg.PausedKinds(d.ctx)
-			if err != nil {
-				return err
-			}
-			for _, p := range ps {
-				st.PausedKinds = append(st.PausedKinds, p.Kind)
-			}
+		ps, err := pg.PausedKinds(d.ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			st.PausedKinds = append(st.PausedKinds, p.Kind)
 		}
 		err = d.st.List(d.ctx, store.Filter{States: []job.State{job.InProgress}}, func(j *job.Job) error {
 			st.Agents[j.Agent]++
@@ -318,21 +321,15 @@ func (c *Ctl) storeCount() (st *Stats, err error) {
 		if err != nil {
 			return err
 		}
-		var oldest *job.Job
-		err = d.st.List(d.ctx, store.Filter{States: []job.State{job.Queued}}, func(j *job.Job) error {
-			if oldest == nil || j.CreatedAt.Before(oldest.CreatedAt) {
-				oldest = j
-			}
-			return nil
-		})
-		if oldest != nil {
-			age := seconds(st.At.Sub(oldest.CreatedAt))
-			if age < 0 {
-				age = 0
-			}
-			st.OldestQueuedAge, st.OldestQueuedID = &age, oldest.ID
+		id, created, err := pg.OldestQueued(d.ctx)
+		if err != nil {
+			return err
 		}
-		return err
+		if id != "" {
+			age := max(0, seconds(st.At.Sub(created)))
+			st.OldestQueuedAge, st.OldestQueuedID = &age, id
+		}
+		return nil
 	})
 	return st, err
 }

@@ -18,9 +18,13 @@ import (
 // through the store's Move; deferred jobs are promoted by a listing of
 // those due (Filter.DueBy), and retention removes through Expire what a
 // listing of terminal jobs finished before the cutoff returns
-// (Filter.FinishedBefore). Every listing is one page (Filter.Limit) that
-// goes on after the last ID it saw (Filter.AfterID) at the next pass, so
-// a pass costs at most a page per state, never the whole table. The
+// (Filter.FinishedBefore), the first finished first (Filter.ByFinished:
+// a database reads the due jobs only, from an index on the finishing
+// time). Every listing is one page (Filter.Limit); the policy's pages go
+// on after the last ID they saw (Filter.AfterID) at the next pass, and
+// retention's start at the first finished again (it removed what it
+// listed, and what it could not remove is tried again first), so a pass
+// costs at most a page per state, never the whole table. The
 // crawl frontier, the tmp/ sweep and the event stream's segments are the
 // spool's: they do not run here.
 
@@ -79,9 +83,13 @@ func (s *Shared) Pass(ctx context.Context) {
 
 // page lists the next page of f's one state after its cursor and calls
 // do for each job; the cursor goes back to the start after a short page.
+// A listing ByFinished has no cursor: each starts at the first finished.
 func (s *Shared) page(ctx context.Context, f store.Filter, do func(context.Context, *job.Job) error) int {
 	st := f.States[0]
-	f.AfterID, f.Limit = s.after[st], s.limit
+	f.Limit = s.limit
+	if !f.ByFinished {
+		f.AfterID = s.after[st]
+	}
 	var jobs []*job.Job
 	err := s.st.List(ctx, f, func(j *job.Job) error { jobs = append(jobs, j); return nil })
 	if err != nil {
@@ -90,10 +98,11 @@ func (s *Shared) page(ctx context.Context, f store.Filter, do func(context.Conte
 		}
 		return 0
 	}
-	if len(jobs) < s.limit {
+	if !f.ByFinished {
 		s.after[st] = ""
-	} else {
-		s.after[st] = jobs[len(jobs)-1].ID
+		if len(jobs) == s.limit {
+			s.after[st] = jobs[len(jobs)-1].ID
+		}
 	}
 	for _, j := range jobs {
 		if ctx.Err() != nil {
@@ -160,11 +169,12 @@ func (s *Shared) promote(ctx context.Context, j *job.Job) error {
 }
 
 // retention removes a page of each terminal state's jobs finished before
-// cutoff, and says how many in one line.
+// cutoff, the first finished first, and says how many in one line.
 func (s *Shared) retention(ctx context.Context, cutoff time.Time) {
 	var sum retentionPass
 	for _, st := range []job.State{job.Succeeded, job.Killed} {
-		s.page(ctx, store.Filter{States: []job.State{st}, FinishedBefore: cutoff}, func(ctx context.Context, j *job.Job) error {
+		f := store.Filter{States: []job.State{st}, FinishedBefore: cutoff, ByFinished: true}
+		s.page(ctx, f, func(ctx context.Context, j *job.Job) error {
 			removed, err := s.st.Expire(ctx, j.ID, Actor, cutoff)
 			if err != nil {
 				return err

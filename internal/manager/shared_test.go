@@ -131,3 +131,42 @@ func TestSharedPolicy(t *testing.T) {
 		t.Errorf("no retention line:\n%s", buf.String())
 	}
 }
+
+// Retention on a store removes the jobs that finished first, a page a
+// pass, whatever their IDs say (here they say the other order), and the
+// next pass starts at the first finished again.
+func TestSharedRetentionFirstFinishedFirst(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := pgStore(t, ctx)
+	cs := claimAll(t, ctx, st,
+		job.SubmitRequest{ID: "ret-a", Kind: "exec", Prompt: []byte(`{}`)},
+		job.SubmitRequest{ID: "ret-b", Kind: "exec", Prompt: []byte(`{}`)},
+		job.SubmitRequest{ID: "ret-c", Kind: "exec", Prompt: []byte(`{}`)},
+	)
+	byID := map[string]store.Claim{}
+	for _, c := range cs {
+		byID[c.Job().ID] = c
+	}
+	for _, id := range []string{"ret-c", "ret-b", "ret-a"} {
+		if err := byID[id].Commit(ctx, job.Succeeded, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(400 * time.Millisecond) // all three past their retention (300ms)
+	m := NewShared(st, Config{Retention: 300 * time.Millisecond}, logx.New(logxtest.New(t), Actor, "debug"))
+	m.limit = 2
+	m.Pass(ctx)
+	for id, kept := range map[string]bool{"ret-a": true, "ret-b": false, "ret-c": false} {
+		if _, err := st.Get(ctx, id); (err == nil) != kept {
+			t.Errorf("%s after the first pass: %v; want kept %v (the first two finished go first)", id, err, kept)
+		}
+	}
+	m.retain = time.Time{} // the next retention pass now
+	m.Pass(ctx)
+	if _, err := st.Get(ctx, "ret-a"); err == nil {
+		t.Error("ret-a: kept after the second pass")
+	}
+}

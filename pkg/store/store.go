@@ -65,9 +65,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (*job.Job, error)
 	// Prompt returns job id's prompt (job.ErrNotFound).
 	Prompt(ctx context.Context, id string) (json.RawMessage, error)
-	// List calls fn with each job that f matches, in ID order, until
-	// fn returns an error (returned as is). A job changing state
-	// during the listing is seen at most once.
+	// List calls fn with each job that f matches, in ID order (with
+	// f.ByFinished, in the order they finished), until fn returns an
+	// error (returned as is). A job changing state during the listing
+	// is seen at most once.
 	List(ctx context.Context, f Filter, fn func(*job.Job) error) error
 	// Counts returns how many jobs each state holds.
 	Counts(ctx context.Context) (map[job.State]int, error)
@@ -176,11 +177,38 @@ type Filter struct {
 	// DueBy, when not zero, selects jobs whose not_before is at or
 	// before it (deferred jobs that are due).
 	DueBy time.Time
+	// ByFinished lists the jobs in the order they reached their state
+	// (job.Job.Finished, oldest first; the same time in ID order)
+	// instead of in ID order: retention's scan (with FinishedBefore),
+	// which a database answers from an index on the finishing time of
+	// terminal jobs, reading only the jobs that are due. AfterID is
+	// refused with it (an error): retention removes what it lists, so
+	// its next page starts at the oldest again, with the jobs it could
+	// not remove first.
+	ByFinished bool
 	// AfterID, when not empty, starts the listing after that ID (a
 	// page's cursor).
 	AfterID string
 	// Limit, when positive, stops after that many jobs.
 	Limit int
+}
+
+// Check refuses what no store lists: AfterID with ByFinished (the
+// finishing order has no ID cursor).
+func (f Filter) Check() error {
+	if f.ByFinished && f.AfterID != "" {
+		return errors.New("list: ByFinished takes no AfterID (it lists from the job that finished first)")
+	}
+	return nil
+}
+
+// FinishedOrder is the order of a listing ByFinished: by job.Job.Finished,
+// then by ID.
+func FinishedOrder(a, b *job.Job) int {
+	if c := a.Finished().Compare(b.Finished()); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // RecoverOptions says how Recover judges holders.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/farro-dev/farro/pkg/job"
@@ -328,8 +329,12 @@ func (s *Store) Prompt(ctx context.Context, id string) (json.RawMessage, error) 
 const listPage = 500
 
 // List implements store.Store: pages in ID order, each page a query
-// starting after the last ID seen, so a job is seen at most once.
+// starting after the last ID seen, so a job is seen at most once. With
+// f.ByFinished the pages are in finishing order (listByFinished).
 func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) error) error {
+	if err := f.Check(); err != nil {
+		return err
+	}
 	var finished, due *time.Time
 	if !f.FinishedBefore.IsZero() {
 		finished = &f.FinishedBefore
@@ -337,7 +342,14 @@ func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) erro
 	if !f.DueBy.IsZero() {
 		due = &f.DueBy
 	}
-	return listPages(listPage, f.Limit, f.AfterID, func(after string, n int) (pgx.Rows, error) {
+	if f.ByFinished {
+		return s.listByFinished(ctx, f, finished, due, fn)
+	}
+	return listPages(listPage, f.Limit, func(last *job.Job, n int) (pgx.Rows, error) {
+		after := f.AfterID
+		if last != nil {
+			after = last.ID
+		}
 		return s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs
 			WHERE ($1::text[] IS NULL OR status = ANY($1)) AND ($2::text[] IS NULL OR kind = ANY($2))
 			AND ($3::timestamptz IS NULL OR coalesce(finished_at, updated_at) < $3)
@@ -346,19 +358,72 @@ func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) erro
 	}, fn)
 }
 
-// listPages reads jobs a page at a time: query gets the cursor (start,
-// then the last ID of the page before) and the page's size (size, or
-// what is left of limit when it is positive). fn runs with each job
-// between pages, never while a query holds a connection; its error stops
-// the listing and is returned as is.
-func listPages(size, limit int, start string, query func(cursor string, n int) (pgx.Rows, error), fn func(*job.Job) error) error {
-	cursor, left := start, limit
+// listDueSQL is retention's listing (List ByFinished of one terminal
+// state, with FinishedBefore and no DueBy): a page of the jobs of state
+// $1 that finished before $2 (of kinds $3, when not NULL), in finishing
+// order after the cursor ($4, $5: the finishing time and ID of the last
+// job of the page before), at most $6. It reads jobs_finished (migration
+// 0007) from the cursor to the cutoff and stops at the page's end: the
+// jobs not yet due are never read. The index's predicate is written out
+// so that any plan, a generic one too, may use the index. The second
+// branch reads the index's entries without finished_at, whose finishing
+// time is updated_at (job.Job.Finished): none that farro writes, as a
+// job gets finished_at when it becomes terminal; a row set terminal by
+// hand may lack it.
+const listDueSQL = `SELECT ` + jobCols + ` FROM (
+	(SELECT finished_at AS fin, ` + jobCols + ` FROM jobs
+	WHERE status IN ('succeeded', 'killed') AND status = $1 AND finished_at < $2
+		AND (finished_at, id) > ($4, $5) AND ($3::text[] IS NULL OR kind = ANY($3))
+	ORDER BY finished_at, id LIMIT $6)
+	UNION ALL
+	(SELECT updated_at, ` + jobCols + ` FROM jobs
+	WHERE status IN ('succeeded', 'killed') AND status = $1 AND finished_at IS NULL AND updated_at < $2
+		AND (updated_at, id) > ($4, $5) AND ($3::text[] IS NULL OR kind = ANY($3))
+	ORDER BY updated_at, id LIMIT $6)
+) due ORDER BY fin, id LIMIT $6`
+
+// listByFinishedSQL is List ByFinished for any other filter: the same
+// order, computed over every row the filter selects (a sort per page).
+// Nothing in farro lists so; retention's listing is listDueSQL.
+const listByFinishedSQL = `SELECT ` + jobCols + ` FROM jobs
+	WHERE ($1::text[] IS NULL OR status = ANY($1)) AND ($2::text[] IS NULL OR kind = ANY($2))
+	AND ($3::timestamptz IS NULL OR coalesce(finished_at, updated_at) < $3)
+	AND ($4::timestamptz IS NULL OR not_before <= $4)
+	AND (coalesce(finished_at, updated_at), id) > ($5, $6)
+	ORDER BY coalesce(finished_at, updated_at), id LIMIT $7`
+
+// listByFinished is List in finishing order (job.Job.Finished, then
+// ID), a page at a time, each page starting after the finishing time and
+// ID of the last job of the page before.
+func (s *Store) listByFinished(ctx context.Context, f store.Filter, finished, due *time.Time, fn func(*job.Job) error) error {
+	fast := len(f.States) == 1 && (f.States[0] == job.Succeeded || f.States[0] == job.Killed) && finished != nil && due == nil
+	return listPages(listPage, f.Limit, func(last *job.Job, n int) (pgx.Rows, error) {
+		// The first page starts before any time and any ID.
+		from, fromID := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, ""
+		if last != nil {
+			from, fromID = pgtype.Timestamptz{Time: last.Finished(), Valid: true}, last.ID
+		}
+		if fast {
+			return s.pool.Query(ctx, listDueSQL, string(f.States[0]), *finished, nonEmpty(f.Kinds), from, fromID, n)
+		}
+		return s.pool.Query(ctx, listByFinishedSQL, states(f.States), nonEmpty(f.Kinds), finished, due, from, fromID, n)
+	}, fn)
+}
+
+// listPages reads jobs a page at a time: query gets the last job of the
+// page before (nil for the first page), from which it takes its cursor,
+// and the page's size (size, or what is left of limit when it is
+// positive). fn runs with each job between pages, never while a query
+// holds a connection; its error stops the listing and is returned as is.
+func listPages(size, limit int, query func(last *job.Job, n int) (pgx.Rows, error), fn func(*job.Job) error) error {
+	var last *job.Job
+	left := limit
 	for {
 		n := size
 		if limit > 0 && left < n {
 			n = left
 		}
-		rows, err := query(cursor, n)
+		rows, err := query(last, n)
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
@@ -382,7 +447,7 @@ func listPages(size, limit int, start string, query func(cursor string, n int) (
 		if len(page) < n {
 			return nil
 		}
-		cursor = page[len(page)-1].ID
+		last = page[len(page)-1]
 		if limit > 0 {
 			if left -= len(page); left <= 0 {
 				return nil

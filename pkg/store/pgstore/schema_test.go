@@ -154,25 +154,35 @@ func TestTriggerRefusesIllegalUpdate(t *testing.T) {
 
 // The indexes a move writes are the claim order's, the state scans' and
 // the history's only (with the events feed's BRIN index, which an insert
-// at the table's end leaves alone until its pages are summarised), and a
-// heartbeat writes none (a HOT update).
+// at the table's end leaves alone until its pages are summarised, and
+// the partial indexes, which only a row in their states enters: the
+// claim order's and the oldest queued job's a queued one, retention's a
+// succeeded or killed one), and a heartbeat writes none (a HOT update).
 func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
 	t.Parallel()
 	s, url := newStore(t)
 	c := sqlConn(t, url)
-	rows, err := c.Query(ctxT(t), `SELECT indexname FROM pg_indexes WHERE tablename IN ('jobs', 'job_events') ORDER BY indexname`)
+	rows, err := c.Query(ctxT(t), `SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('jobs', 'job_events') ORDER BY indexname`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
+	partial := map[string]string{
+		"jobs_claim_order":    "WHERE (status = 'queued'::text)",
+		"jobs_finished":       "WHERE (status = ANY (ARRAY['succeeded'::text, 'killed'::text]))",
+		"jobs_queued_created": "WHERE (status = 'queued'::text)",
+	}
 	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
+		var n, def string
+		if err := rows.Scan(&n, &def); err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, n)
+		if w, ok := partial[n]; ok && !strings.HasSuffix(def, w) {
+			t.Errorf("index %s: %s; want it partial, %s", n, def, w)
+		}
 	}
-	if want := "job_events_feed job_events_job jobs_claim_order jobs_pkey jobs_status_id"; strings.Join(got, " ") != want {
+	if want := "job_events_feed job_events_job jobs_claim_order jobs_finished jobs_pkey jobs_queued_created jobs_status_id"; strings.Join(got, " ") != want {
 		t.Fatalf("indexes %q, want %s", got, want)
 	}
 	submit(t, s, job.SubmitRequest{})

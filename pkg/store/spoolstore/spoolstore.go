@@ -445,8 +445,16 @@ func (s *Store) scanState(ctx context.Context, st job.State, fn func(id, agent s
 // job.json of each job (in ID order) that is past f.AfterID. A job whose
 // job.json cannot be read (corrupt, hostile, gone meanwhile) is left out,
 // not an error. A job seen in two directories (it moved during the
-// listing) is read once, from where it is when it is read.
+// listing) is read once, from where it is when it is read. ByFinished
+// reads every job.json the states hold, as the ID order does, and keeps
+// the first f.Limit in finishing order.
 func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) error) error {
+	if err := f.Check(); err != nil {
+		return err
+	}
+	if f.ByFinished {
+		return s.listByFinished(ctx, f, fn)
+	}
 	states := f.States
 	if len(states) == 0 {
 		states = job.States
@@ -498,6 +506,37 @@ func (s *Store) List(ctx context.Context, f store.Filter, fn func(*job.Job) erro
 		}
 		if n++; f.Limit > 0 && n >= f.Limit {
 			return nil
+		}
+	}
+	return nil
+}
+
+// listByFinished is List in finishing order: the matching jobs are
+// gathered (at most twice f.Limit kept at a time), sorted, and given to
+// fn once the listing is done.
+func (s *Store) listByFinished(ctx context.Context, f store.Filter, fn func(*job.Job) error) error {
+	var keep []*job.Job
+	trim := func(n int) {
+		slices.SortFunc(keep, store.FinishedOrder)
+		if n > 0 && len(keep) > n {
+			keep = keep[:n]
+		}
+	}
+	all := f
+	all.ByFinished, all.Limit = false, 0
+	err := s.List(ctx, all, func(j *job.Job) error {
+		if keep = append(keep, j); f.Limit > 0 && len(keep) >= 2*f.Limit {
+			trim(f.Limit)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	trim(f.Limit)
+	for _, j := range keep {
+		if err := fn(j); err != nil {
+			return err
 		}
 	}
 	return nil

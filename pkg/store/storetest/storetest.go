@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"transitions-map", testTransitionsMap},
 		{"retry-remove-expire", testRetryRemoveExpire},
 		{"list-counts", testListCounts},
+		{"list-by-finished", testListByFinished},
 		{"history", testHistory},
 	}
 	for _, tc := range tests {
@@ -973,6 +974,84 @@ func testListCounts(t *testing.T, st store.Store) {
 		if n[s] != want[s] {
 			t.Errorf("Counts: %s %d, want %d (all: %v)", s, n[s], want[s], n)
 		}
+	}
+}
+
+// testListByFinished: a listing ByFinished is in the order the jobs
+// finished (then ID), here the reverse of their IDs' order; States,
+// Kinds, FinishedBefore and Limit select as in ID order; AfterID is
+// refused with it.
+func testListByFinished(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	var reqs []job.SubmitRequest
+	for i, id := range []string{"fin-a", "fin-b", "fin-c", "fin-d", "fin-e", "fin-f"} {
+		kind := "kind.a"
+		if id == "fin-b" {
+			kind = "kind.b"
+		}
+		r := req(kind, i+1) // claimed, and finished, last ID first
+		r.ID = id
+		reqs = append(reqs, r)
+	}
+	reqs[5].Priority = 0 // fin-f: killed while queued, last
+	jobs := submit(t, st, reqs...)
+	h := holder(1)
+	for _, step := range []struct {
+		id string
+		to job.State
+	}{{"fin-e", job.Succeeded}, {"fin-d", job.Failed}, {"fin-c", job.Succeeded}, {"fin-b", job.Succeeded}, {"fin-a", job.Succeeded}} {
+		commit(t, claimOne(t, st, h, step.id), step.to, "done")
+		time.Sleep(2 * time.Millisecond) // finishing times apart on any clock
+	}
+	if _, err := st.Move(ctx, "fin-f", job.Queued, job.Killed, operator, "", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var all []*job.Job
+	for _, j := range jobs {
+		all = append(all, get(t, st, j.ID))
+	}
+	slices.SortFunc(all, func(a, b *job.Job) int {
+		if c := a.Finished().Compare(b.Finished()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	sel := func(keep func(*job.Job) bool) []string {
+		var ids []string
+		for _, j := range all {
+			if keep(j) {
+				ids = append(ids, j.ID)
+			}
+		}
+		return ids
+	}
+	if got := sel(func(*job.Job) bool { return true }); !slices.Equal(got, []string{"fin-e", "fin-d", "fin-c", "fin-b", "fin-a", "fin-f"}) {
+		t.Fatalf("finishing order %v: the jobs did not finish in the order the test made", got)
+	}
+	check := func(f store.Filter, want []string) {
+		t.Helper()
+		if got := list(t, st, f); !slices.Equal(got, want) {
+			t.Errorf("List %+v:\n got %v\nwant %v", f, got, want)
+		}
+	}
+	succeeded := []job.State{job.Succeeded}
+	later := time.Now().Add(time.Hour)
+	check(store.Filter{States: succeeded, ByFinished: true}, []string{"fin-e", "fin-c", "fin-b", "fin-a"})
+	check(store.Filter{States: succeeded, FinishedBefore: later, ByFinished: true}, []string{"fin-e", "fin-c", "fin-b", "fin-a"})
+	check(store.Filter{States: succeeded, FinishedBefore: later, ByFinished: true, Limit: 2}, []string{"fin-e", "fin-c"})
+	check(store.Filter{States: succeeded, FinishedBefore: get(t, st, "fin-b").Finished(), ByFinished: true}, []string{"fin-e", "fin-c"})
+	check(store.Filter{States: succeeded, Kinds: []string{"kind.a"}, FinishedBefore: later, ByFinished: true}, []string{"fin-e", "fin-c", "fin-a"})
+	check(store.Filter{States: []job.State{job.Killed}, FinishedBefore: later, ByFinished: true}, []string{"fin-f"})
+	check(store.Filter{States: []job.State{job.Succeeded, job.Failed, job.Killed}, ByFinished: true},
+		sel(func(j *job.Job) bool { return j.Status.Terminal() || j.Status == job.Failed }))
+	check(store.Filter{States: []job.State{job.Succeeded, job.Killed}, FinishedBefore: get(t, st, "fin-a").Finished(), ByFinished: true, Limit: 3},
+		[]string{"fin-e", "fin-c", "fin-b"})
+	check(store.Filter{States: []job.State{job.Queued}, ByFinished: true}, nil)
+
+	err := st.List(ctx, store.Filter{States: succeeded, ByFinished: true, AfterID: "fin-a"}, func(*job.Job) error { return nil })
+	if err == nil {
+		t.Error("List ByFinished with AfterID: no error")
 	}
 }
 

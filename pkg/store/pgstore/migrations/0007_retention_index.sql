@@ -1,0 +1,22 @@
+-- Retention (managerd on a database, docs/POSTGRES.md "The daemons on
+-- PostgreSQL") removes the succeeded and killed jobs that finished before
+-- a cutoff, a page at a time, the first finished first (List with
+-- store.Filter.ByFinished). Read through jobs_status_id in ID order, a
+-- page read every retained job of the state up to the due ones it
+-- found: with a long retention and few jobs due, most of the table, once
+-- a minute. Here the terminal jobs are in finishing order by state, so
+-- the listing reads the due ones from the start of the state's range and
+-- stops at the cutoff or the page's end, whatever else is retained.
+--
+-- Partial: only a terminal row is an entry. A job costs one index write
+-- here when it becomes succeeded or killed (a commit, an operator's kill,
+-- an import); a submit, a claim, a failure, a requeue or a heartbeat
+-- write nothing to it. A heartbeat stays a HOT update: it changes none
+-- of the columns the index names (status, finished_at, id). Its size is
+-- the retained jobs', which retention bounds. A terminal row without
+-- finished_at (farro always sets it; a row set terminal by hand may lack
+-- it) is an entry too, under NULL, where the listing reads it.
+--
+-- Built in this migration's transaction: on a large table, writes to
+-- jobs wait while it is built (one read of the table).
+CREATE INDEX jobs_finished ON jobs (status, finished_at, id) WHERE status IN ('succeeded', 'killed');

@@ -1,0 +1,20 @@
+-- farroctl stats, top and the dashboard's overview show the oldest queued
+-- job: the smallest created_at of the queued jobs, of those the smallest
+-- id (as on a spool). No index answered it: jobs_claim_order is by
+-- priority first, and its age_key is not created_at (the time a
+-- job.NewID id carries is the submitting host's clock, created_at the
+-- database's; an id an operator chose may carry any time), so its first
+-- entries say nothing of the smallest created_at, and each of those
+-- commands read every queued row. Here the queued jobs are in created_at
+-- order: the oldest is the first entry.
+--
+-- Partial, as the claim index, and costing what it does: a job enters it
+-- each time it becomes queued (a submit, a release, a requeue, a retry, a
+-- promotion), one index entry more there. A claim, a commit and a
+-- heartbeat write nothing to it: a claim's and a commit's new row is not
+-- queued, and a heartbeat stays a HOT update (created_at never changes,
+-- status and id are indexed already). Its size is the queue's.
+--
+-- Built in this migration's transaction: on a large table, writes to
+-- jobs wait while it is built (one read of the table).
+CREATE INDEX jobs_queued_created ON jobs (created_at, id) WHERE status = 'queued';
