@@ -11,7 +11,7 @@ import (
 func movingCommands(c func(*cli.Context) *ctl.Ctl, usageErr cli.OnUsageErrorFunc) []*cli.Command {
 	return []*cli.Command{{
 		Name:      "export",
-		Usage:     "write the spool's jobs (fields, prompt, history) as JSON Lines, for farroctl import",
+		Usage:     "write the jobs (fields, prompt, history) of the spool or of the database (--store URL) as JSON Lines, for farroctl import",
 		ArgsUsage: " ",
 		Description: `Writes one JSON object per job of the spool (or of the --state states): its
 job.json fields, its prompt exactly as stored, its history (events.jsonl), the
@@ -24,7 +24,10 @@ file beside it, fsynced, then renamed); else stdout. A job that cannot be read
 is reported on one line and left out, the others are written, and the exit
 status is 1; unreadable lines of a history are left out of it, with a warning. Export a drained spool (stop submits,
 pause the kinds or stop agentd with --drain): what changes meanwhile is not
-followed.`,
+followed. With --store postgres://... (or FARRO_STORE) it exports the
+database's jobs in the same format, state by state, a page at a time (a
+database to another with import, or a copy of the queue in farro's own
+format beside pg_dump); a job removed while the export runs is left out.`,
 		OnUsageError: usageErr,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "state", Usage: "only jobs in state `S` (repeatable or comma-separated): queued, deferred, held, in-progress, stale, failed, succeeded, killed"},

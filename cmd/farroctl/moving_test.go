@@ -108,6 +108,50 @@ func TestExportImportProcedure(t *testing.T) {
 			t.Errorf("%s: history on the spool\n%v\non the database\n%v", id, a, b)
 		}
 	}
+
+	// From that database to another: export --store, import; the second
+	// database's export is the first's, line for line (but for the time
+	// of the export), and a running job's line says so.
+	url2 := testpg.NewDatabase(t, testpg.Start(t))
+	must("", "migrate", "--store", url2)
+	file2, file3 := filepath.Join(t.TempDir(), "db1.jsonl"), filepath.Join(t.TempDir(), "db2.jsonl")
+	if out := must("", "export", "--store", url, "-o", file2); out != "exported 9 job(s) to "+file2+"\n" {
+		t.Errorf("export of the database said %q", out)
+	}
+	if out := must("", "import", "--store", url2, file2); out != "imported 9, already there 0, conflicts 0, refused lines 0\n" {
+		t.Errorf("import into the second database said %q", out)
+	}
+	must("", "export", "--store", url2, "-o", file3)
+	lines := func(path string) []map[string]any {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%s: %q: %v", path, l, err)
+			}
+			delete(m, "exported_at")
+			out = append(out, m)
+		}
+		return out
+	}
+	a, b := lines(file2), lines(file3)
+	if len(a) != 9 || !reflect.DeepEqual(a, b) {
+		t.Errorf("export of the first database\n%v\nof the second\n%v", a, b)
+	}
+	for _, m := range a {
+		if m["prompt"] != `{"n": 1, "s": "<&>"}` || len(m["history"].([]any)) < 1 {
+			t.Errorf("line of %v: prompt %v, history %v", m["id"], m["prompt"], m["history"])
+		}
+	}
+	// Only the states asked for.
+	if out := must("", "export", "--store", url, "--state", "queued,held"); strings.Count(out, "\n") != 4 {
+		t.Errorf("export --state queued,held of the database: %q", out)
+	}
 }
 
 // events parses history --json's lines, times to the microsecond (the
@@ -140,7 +184,6 @@ func TestExportImportWiring(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"export", "--store", db}, "farroctl: export works on a spool only for now, not on a PostgreSQL store (--store/FARRO_STORE); on the database: none: export reads a spool"},
 		{[]string{"export", "extra"}, "farroctl: export takes no arguments"},
 		{[]string{"export", "--state", "nosuch"}, `farroctl: unknown state "nosuch"`},
 		{[]string{"import", "-"}, "farroctl: import needs a PostgreSQL store: --store postgres://"},
@@ -156,6 +199,13 @@ func TestExportImportWiring(t *testing.T) {
 	}
 	if code, stdout, stderr := farroctlIn("", "import", "--store", db); code != 1 || !strings.HasPrefix(stderr, "farroctl: import: 127.0.0.1:1/none: ") {
 		t.Errorf("import into an unreachable database: exit %d, %q %q", code, stdout, stderr)
+	}
+	noFile := filepath.Join(t.TempDir(), "none.jsonl")
+	if code, stdout, stderr := farroctlIn("", "export", "--store", db, "-o", noFile); code != 1 || stdout != "" || !strings.HasPrefix(stderr, "farroctl: 127.0.0.1:1/none: ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("export of an unreachable database: exit %d, %q %q", code, stdout, stderr)
+	}
+	if _, err := os.Stat(noFile); !os.IsNotExist(err) {
+		t.Errorf("a failed export left its file: %v", err)
 	}
 	if code, stdout, stderr := farroctlIn("", "export"); code != 0 || stdout != "" || stderr != "" {
 		t.Errorf("export of an empty spool: exit %d, %q %q", code, stdout, stderr)

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/pgstore"
 )
 
 // ExportFormat is the version of farroctl export's lines, written in
@@ -86,6 +89,9 @@ func (c *Ctl) Export(o ExportOptions) error {
 	slices.SortFunc(states, func(a, b job.State) int { // the lifecycle's order
 		return slices.Index(job.States, a) - slices.Index(job.States, b)
 	})
+	if c.OnStore() {
+		return c.exportStore(states, o)
+	}
 	s, err := c.existing()
 	if err != nil {
 		return err
@@ -94,21 +100,17 @@ func (c *Ctl) Export(o ExportOptions) error {
 	if err != nil {
 		return err
 	}
-	out, commit, abort, err := c.exportOutput(o.Output)
+	w, err := c.newExportWriter(o.Output)
 	if err != nil {
 		return err
 	}
-	defer abort()
+	defer w.abort()
 	at := c.now()
 	seen := map[string]bool{}
-	n, running, bad := 0, 0, 0
-	var line bytes.Buffer
-	enc := json.NewEncoder(&line)
-	enc.SetEscapeHTML(false)
 	for _, e := range entries {
 		if e.Hostile {
 			c.warnf("export: %s: not a job directory (a symlink or a file); left out (farroctl fsck)", e.Path)
-			bad++
+			w.bad++
 			continue
 		}
 		if seen[e.Name] {
@@ -117,7 +119,7 @@ func (c *Ctl) Export(o ExportOptions) error {
 		rec, err := exportJob(s, e, at)
 		if err != nil {
 			c.warnf("export: %s: %s; left out", e.Name, oneLine(err.Error()))
-			bad++
+			w.bad++
 			continue
 		}
 		seen[rec.ID] = true
@@ -126,36 +128,160 @@ func (c *Ctl) Export(o ExportOptions) error {
 			// job.json's; the readable transitions are exported.
 			c.warnf("export: %s: %d unreadable line(s) of %s left out of its history", rec.ID, rec.unreadableEvents, job.EventsFile)
 		}
-		line.Reset()
-		if err := enc.Encode(rec); err != nil {
-			return fmt.Errorf("export: %s: %w", rec.ID, err)
-		}
-		if line.Len() > MaxExportLine {
-			c.warnf("export: %s: its line is %d bytes, over the limit of %d; left out", rec.ID, line.Len(), MaxExportLine)
-			bad++
-			continue
-		}
-		if _, err := out.Write(line.Bytes()); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		n++
-		if rec.Running {
-			running++
+		if err := w.write(rec); err != nil {
+			return err
 		}
 	}
-	if err := commit(); err != nil {
+	return w.finish(o.Output)
+}
+
+// exportWriter writes an export's lines and counts them.
+type exportWriter struct {
+	c               *Ctl
+	out             io.Writer
+	commit          func() error
+	abort           func()
+	line            bytes.Buffer
+	enc             *json.Encoder
+	n, running, bad int
+}
+
+func (c *Ctl) newExportWriter(output string) (*exportWriter, error) {
+	out, commit, abort, err := c.exportOutput(output)
+	if err != nil {
+		return nil, err
+	}
+	w := &exportWriter{c: c, out: out, commit: commit, abort: abort}
+	w.enc = json.NewEncoder(&w.line)
+	w.enc.SetEscapeHTML(false)
+	return w, nil
+}
+
+// write writes rec's line; one over MaxExportLine is reported and left
+// out (counted in bad).
+func (w *exportWriter) write(rec *ExportRecord) error {
+	w.line.Reset()
+	if err := w.enc.Encode(rec); err != nil {
+		return fmt.Errorf("export: %s: %w", rec.ID, err)
+	}
+	if w.line.Len() > MaxExportLine {
+		w.c.warnf("export: %s: its line is %d bytes, over the limit of %d; left out", rec.ID, w.line.Len(), MaxExportLine)
+		w.bad++
+		return nil
+	}
+	if _, err := w.out.Write(w.line.Bytes()); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if o.Output != "" && o.Output != "-" {
-		fmt.Fprintf(c.Stdout, "exported %d job(s) to %s\n", n, o.Output)
-	}
-	if running > 0 {
-		c.warnf("export: %d job(s) were running (in-progress): import makes them stale and managerd requeues them; stop their agents (agentd --drain) before starting agents on the database", running)
-	}
-	if bad > 0 {
-		return silent("export: %d job(s) left out", bad)
+	w.n++
+	if rec.Running {
+		w.running++
 	}
 	return nil
+}
+
+// finish makes the output durable and says what was written.
+func (w *exportWriter) finish(output string) error {
+	if err := w.commit(); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if output != "" && output != "-" {
+		fmt.Fprintf(w.c.Stdout, "exported %d job(s) to %s\n", w.n, output)
+	}
+	if w.running > 0 {
+		w.c.warnf("export: %d job(s) were running (in-progress): import makes them stale and managerd requeues them; stop their agents (agentd --drain) before starting agents where the jobs go", w.running)
+	}
+	if w.bad > 0 {
+		return silent("export: %d job(s) left out", w.bad)
+	}
+	return nil
+}
+
+// ExportPage is how many jobs of one state an export from a database
+// lists at a time.
+const ExportPage = 500
+
+// exportStore is Export on a database: the jobs of states (every state
+// when empty), state by state in the lifecycle's order, each state in ID
+// order, read through the job store a page at a time; each job's prompt
+// and history are read as it is written. A job removed or moved while
+// the export runs is written as it was listed, or left out if it is
+// gone; as on a spool, export a drained queue.
+func (c *Ctl) exportStore(states []job.State, o ExportOptions) error {
+	if len(states) == 0 {
+		states = job.States
+	}
+	st, err := pgstore.Open(context.Background(), c.Store, pgstore.WithMaxConns(2))
+	if err != nil {
+		return fmt.Errorf("%s: %s", storeName(c.Store), oneLine(err.Error()))
+	}
+	defer st.Close()
+	w, err := c.newExportWriter(o.Output)
+	if err != nil {
+		return err
+	}
+	defer w.abort()
+	at := c.now()
+	for _, state := range states {
+		after := ""
+		for {
+			var page []*job.Job
+			ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+			err := st.List(ctx, store.Filter{States: []job.State{state}, AfterID: after, Limit: ExportPage}, func(j *job.Job) error {
+				page = append(page, j)
+				return nil
+			})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("export: %s: %s", storeName(c.Store), oneLine(err.Error()))
+			}
+			for _, j := range page {
+				rec, err := exportStoreJob(st, j, at)
+				if errors.Is(err, job.ErrNotFound) {
+					continue // removed since the listing
+				}
+				if err != nil {
+					return fmt.Errorf("export: %s: %s", j.ID, oneLine(err.Error()))
+				}
+				if err := w.write(rec); err != nil {
+					return err
+				}
+			}
+			if len(page) < ExportPage {
+				break
+			}
+			after = page[len(page)-1].ID
+		}
+	}
+	return w.finish(o.Output)
+}
+
+// exportStoreJob is j's record: its prompt and history read from st.
+func exportStoreJob(st store.Store, j *job.Job, at time.Time) (*ExportRecord, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+	defer cancel()
+	p, err := st.Prompt(ctx, j.ID)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := st.History(ctx, j.ID)
+	if err != nil {
+		return nil, err
+	}
+	return newExportRecord(j, p, evs, at), nil
+}
+
+// newExportRecord is the line of job j with prompt p and history evs.
+func newExportRecord(j *job.Job, p []byte, evs []job.Event, at time.Time) *ExportRecord {
+	rec := &ExportRecord{Format: ExportFormat, Job: j, History: evs, Running: j.Status == job.InProgress, ExportedAt: at}
+	if rec.History == nil {
+		rec.History = []job.Event{}
+	}
+	if utf8.Valid(p) {
+		rec.Prompt = string(p)
+	} else {
+		rec.PromptBase64 = base64.StdEncoding.EncodeToString(p)
+	}
+	return rec
 }
 
 // exportJob reads the job at e (found again if it moved since the walk).
@@ -184,16 +310,8 @@ func exportJob(s *job.Spool, e entry, at time.Time) (*ExportRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &ExportRecord{Format: ExportFormat, Job: j, History: evs, Running: j.Status == job.InProgress,
-		ExportedAt: at, unreadableEvents: badEvents}
-	if rec.History == nil {
-		rec.History = []job.Event{}
-	}
-	if utf8.Valid(p) {
-		rec.Prompt = string(p)
-	} else {
-		rec.PromptBase64 = base64.StdEncoding.EncodeToString(p)
-	}
+	rec := newExportRecord(j, p, evs, at)
+	rec.unreadableEvents = badEvents
 	return rec, nil
 }
 

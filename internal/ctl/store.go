@@ -20,15 +20,14 @@ const StoreTimeout = 2 * time.Minute
 
 // StoreCommands are the commands that work on a PostgreSQL store as on
 // a spool; every other command works on a spool only (SpoolOnly).
-var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "agents", "top", "events", "pause", "resume", "paused", "serve",
+var StoreCommands = []string{"submit", "ls", "show", "stats", "history", "migrate", "import", "export", "agents", "top", "events", "pause", "resume", "paused", "serve",
 	string(Hold), string(Release), string(Cancel), string(Requeue), string(Kill), string(Retry), string(Remove),
 	"fsck", "logs", "metrics", completion.JobIDsCommand}
 
 // storeEquivalents name what to run on a database instead of a
 // spool-only command, where there is something.
 var storeEquivalents = map[string]string{
-	"init":   "farroctl migrate creates the schema",
-	"export": "none: export reads a spool (--store SPOOL_DIR, or --spool with FARRO_STORE unset), and farroctl import --store URL FILE moves it into the database",
+	"init": "farroctl migrate creates the schema",
 }
 
 // SpoolOnly is the usage error of a command that does not work on a
