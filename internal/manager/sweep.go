@@ -17,7 +17,7 @@ import (
 // quarantine notes in corrupt/. The sweep is the spool store's
 // (spoolstore's SweepTmp); the manager logs what it removed.
 func (m *Manager) sweepTmp(ctx context.Context) error {
-	return m.store.SweepTmp(ctx, time.Now().Add(-m.cfg.TmpMaxAge), func(sw spoolstore.Swept) {
+	return m.store.SweepTmp(ctx, m.cfg.TmpMaxAge, func(sw spoolstore.Swept) {
 		switch {
 		case sw.Note && sw.Err != nil:
 			m.log.Error().Err(sw.Err).Str("path", sw.Path).Msg("cannot sweep interrupted quarantine note")
@@ -41,10 +41,11 @@ func (m *Manager) sweepTmp(ctx context.Context) error {
 // since the cutoff holds a job that finished since, or one touched after
 // it finished, which a later scan meets once the cutoff has passed that
 // modification. The scan reads without the lock; each removal goes through
-// job.Spool.Expire (spoolstore's ExpireListed), which re-reads the job under its lock and leaves it
-// alone if it moved or finished again meanwhile. A pass that removed
-// anything logs one line (how many, by state, the oldest finish time);
-// each removal counts in farro_retention_removed_total.
+// job.Spool.Expire (spoolstore's ExpireListed), which re-reads the job
+// under its lock and leaves it alone if it moved or finished again
+// meanwhile. A pass that removed anything logs one line (how many, by
+// state, the oldest finish time); each removal counts in
+// farro_retention_removed_total.
 func (m *Manager) applyRetention(ctx context.Context) error {
 	cutoff := time.Now().Add(-m.cfg.Retention)
 	var sum retentionPass

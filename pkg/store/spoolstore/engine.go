@@ -277,15 +277,14 @@ type Swept struct {
 	Err  error
 }
 
-// SweepTmp durably removes every entry of tmp/ last modified before
-// cutoff (fsq.RemoveAll; a symlink is judged and removed itself):
-// submits that crashed before their final rename, and jobs whose removal
-// by retention was cut short. Then the temp files of interrupted
-// quarantine notes in corrupt/ older than cutoff (nothing else of
-// corrupt/ is ever removed). fn is told of every removal, and of every
+// SweepTmp durably removes every entry of tmp/ older than maxAge
+// (fsq.RemoveAll; a symlink is judged and removed itself): submits that
+// crashed before their final rename, and jobs whose removal by retention
+// was cut short. Then the temp files of interrupted quarantine notes in
+// corrupt/ as old (nothing else of corrupt/ is ever removed). fn is told of every removal, and of every
 // one that failed. The error is tmp/'s listing's; a ctx done stops the
 // sweep (nil).
-func (s *Store) SweepTmp(ctx context.Context, cutoff time.Time, fn func(Swept)) error {
+func (s *Store) SweepTmp(ctx context.Context, maxAge time.Duration, fn func(Swept)) error {
 	dir := s.sp.Path(job.TmpDir)
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -294,6 +293,7 @@ func (s *Store) SweepTmp(ctx context.Context, cutoff time.Time, fn func(Swept)) 
 		}
 		return fmt.Errorf("sweep tmp: %w", err)
 	}
+	cutoff := time.Now().Add(-maxAge)
 	for _, de := range des {
 		if ctx.Err() != nil {
 			return nil
