@@ -79,9 +79,10 @@ func run(c *cli.Context, stdout io.Writer) error {
 		return err
 	}
 	defer reg.Release()
+	jobs := spoolstore.New(spool) // managerd's door to the spool's jobs
 	var subs *manager.SubmissionTail
 	if daemon.MetricsEnabled(c) {
-		if subs, err = manager.NewSubmissionTail(spool, nil); err != nil {
+		if subs, err = manager.NewSubmissionTail(jobs, nil); err != nil {
 			log.Error().Err(err).Msg("cannot read the event stream")
 			return err
 		}
@@ -89,7 +90,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 	return daemon.Serve(c.Context, log, "managerd", func(ctx context.Context) error {
 		var m *manager.Manager
 		cfg.Ready = func() { daemon.Ready(ctx, m.Alive) }
-		m = manager.New(spool, cfg, log)
+		m = manager.New(jobs, cfg, log)
 		if daemon.MetricsEnabled(c) { // the spool's figures: farro_jobs{state} and co.
 			vdone := make(chan error, 1)
 			go func() {
@@ -114,7 +115,7 @@ func run(c *cli.Context, stdout io.Writer) error {
 		}
 		var fdone chan error
 		if c.Bool("frontier") {
-			fr := frontier.New(frontier.Config{Spool: spool, Store: spoolstore.New(spool), Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify,
+			fr := frontier.New(frontier.Config{Spool: spool, Store: jobs, Log: log.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, NoNotify: cfg.NoNotify,
 				DomainCache: c.Int("domain-cache")})
 			metrics.SetCrawlDomains(fr.DomainCounts)
 			metrics.SetCrawlPending(fr.PendingURLs)

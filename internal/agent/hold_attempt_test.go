@@ -11,6 +11,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // An operator's hold of a running job costs no attempt, as a drain
@@ -34,7 +35,7 @@ func TestHoldOfRunningJobCostsNoAttempt(t *testing.T) {
 		return Result{Err: errors.New("second real attempt fails too")}
 	})
 	f := setup(t, Config{ControlPoll: 20 * time.Millisecond, Handlers: map[string]Handler{"flaky": h}})
-	m := manager.New(f.spool, manager.Config{MaxAttempts: 5, BackoffBase: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond, Rescan: 50 * time.Millisecond}, zerolog.Nop())
+	m := manager.New(spoolstore.New(f.spool), manager.Config{MaxAttempts: 5, BackoffBase: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond, Rescan: 50 * time.Millisecond}, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	mdone := make(chan error, 1)
 	go func() { mdone <- m.Run(ctx) }()

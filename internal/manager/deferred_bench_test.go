@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // BenchmarkDeferredPass measures managerd's periodic pass (RunOnce after
@@ -29,7 +30,7 @@ func BenchmarkDeferredPass(b *testing.B) {
 		b.Fatal(err)
 	}
 	writeDeferred(b, s, n)
-	m := New(s, Config{}, zerolog.Nop())
+	m := New(spoolstore.New(s), Config{}, zerolog.Nop())
 	ctx := context.Background()
 	if err := m.RunOnce(ctx); err != nil { // the first pass fills the schedule
 		b.Fatal(err)

@@ -16,7 +16,7 @@ func (m *Manager) expireEvents() error {
 		return nil
 	}
 	m.lastEventsRetain = time.Now()
-	removed, err := m.spool.ExpireStream(time.Now().Add(-m.cfg.EventsRetention))
+	removed, err := m.store.ExpireStream(time.Now().Add(-m.cfg.EventsRetention))
 	if len(removed) > 0 {
 		m.log.Info().Int("removed", len(removed)).Str("oldest", removed[0]).
 			Dur("events_retention_ms", m.cfg.EventsRetention).Msg("event stream segments removed by retention")

@@ -22,18 +22,20 @@
 //     RetentionChunk entries of each directory per scan (a lap over a
 //     big directory spans several scans).
 //
-// Every move goes through job.Spool.Move, which holds the job's claim lock;
-// a busy lock (fsq.ErrLocked) is retried when the lock goes away, or after
-// RetryBusy. A lost race (fsq.ErrVanished) is not an error. A job's
+// The manager reaches the spool through its store only
+// (*spoolstore.Store: the watch of the state directories, their cursors,
+// reads, moves, repairs and sweeps; see pkg/store/spoolstore/engine.go).
+// Every move goes through job.Spool.Move (spoolstore's MoveListed), which
+// holds the job's claim lock; a busy lock (store.ErrBusy) is retried when
+// the lock goes away, or after RetryBusy. A lost race (the job gone from
+// where it was seen: job.ErrNotFound) is not an error. A job's
 // max_attempts overrides MaxAttempts.
 package manager
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -41,8 +43,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/farro-dev/farro/internal/logx"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // Actor is the name managerd writes into events and lock owner files.
@@ -122,19 +125,19 @@ func (c *Config) defaults() {
 	}
 }
 
-// Manager runs the policy over one spool. Its methods are not safe for
-// concurrent use, except Alive.
+// Manager runs the policy over one spool, through its store. Its
+// methods are not safe for concurrent use, except Alive.
 type Manager struct {
-	spool *job.Spool
+	store *spoolstore.Store
 	cfg   Config
 	log   zerolog.Logger
 
 	sched            *schedule
-	fill             *fsq.DirCursor // a fill of deferred/ under way (nil: none)
-	filled           bool           // a fill was started once
-	fillStart        time.Time      // when the last fill started
-	rescanCur        *fsq.DirCursor // rolling rescan of deferred/
-	retainCur        map[job.State]*fsq.DirCursor
+	fill             *spoolstore.StateCursor // a fill of deferred/ under way (nil: none)
+	filled           bool                    // a fill was started once
+	fillStart        time.Time               // when the last fill started
+	rescanCur        *spoolstore.StateCursor // rolling rescan of deferred/
+	retainCur        map[job.State]*spoolstore.StateCursor
 	reads, stats     int64                // job.json reads and rescan lstats of deferred jobs (tests, benchmark)
 	busy             map[string]job.State // jobs to retry: their lock was held
 	schemaSeen       map[string]bool      // unknown schema versions already reported
@@ -145,16 +148,16 @@ type Manager struct {
 	beforeExpire func(id string) // tests: runs between retention's read and its removal
 }
 
-// New returns a manager for spool s.
-func New(s *job.Spool, cfg Config, log zerolog.Logger) *Manager {
+// New returns a manager for the spool of store s.
+func New(s *spoolstore.Store, cfg Config, log zerolog.Logger) *Manager {
 	cfg.defaults()
 	m := &Manager{
-		spool: s, cfg: cfg, log: log,
+		store: s, cfg: cfg, log: log,
 		sched: newSchedule(cfg.DeferredCap), busy: map[string]job.State{}, schemaSeen: map[string]bool{},
-		rescanCur: fsq.NewDirCursor(s.StateDir(job.Deferred)),
-		retainCur: map[job.State]*fsq.DirCursor{
-			job.Succeeded: fsq.NewDirCursor(s.StateDir(job.Succeeded)),
-			job.Killed:    fsq.NewDirCursor(s.StateDir(job.Killed)),
+		rescanCur: s.StateCursor(job.Deferred),
+		retainCur: map[job.State]*spoolstore.StateCursor{
+			job.Succeeded: s.StateCursor(job.Succeeded),
+			job.Killed:    s.StateCursor(job.Killed),
 		},
 	}
 	m.touch()
@@ -231,28 +234,21 @@ func (m *Manager) pass(ctx context.Context, drain bool) error {
 // they are due and makes a full pass (RunOnce) on every rescan. It returns
 // nil when ctx is done.
 // EventCoalesce is how long managerd lets directory events gather before
-// it reads them (fsq.WatchConfig.Coalesce): a failed job is retried, a
+// it reads them (spoolstore.StateWatchConfig.Coalesce): a failed job is retried, a
 // stale one requeued, at most this much later, and a busy queue wakes it
 // about 50 times a second instead of once per lock.
 const EventCoalesce = 20 * time.Millisecond
 
 func (m *Manager) Run(ctx context.Context) error {
-	dirs := map[string]job.State{
-		m.spool.StateDir(job.Failed):   job.Failed,
-		m.spool.StateDir(job.Stale):    job.Stale,
-		m.spool.StateDir(job.Deferred): job.Deferred,
-		m.spool.StateDir(job.Queued):   job.Queued,
-	}
 	// Events are read in batches (EventCoalesce): incoming/ sees a lock
 	// made and removed per claim, and nothing here is in a hurry.
-	wcfg := fsq.WatchConfig{Rescan: m.cfg.Rescan, NoNotify: m.cfg.NoNotify, Coalesce: EventCoalesce}
-	for d := range dirs {
-		wcfg.Dirs = append(wcfg.Dirs, d)
-	}
-	wcfg.OnFallback = func(err error) {
-		m.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
-	}
-	watch := fsq.StartWatch(ctx, wcfg)
+	watch := m.store.WatchStates(ctx, spoolstore.StateWatchConfig{
+		States: []job.State{job.Failed, job.Stale, job.Deferred, job.Queued},
+		Rescan: m.cfg.Rescan, NoNotify: m.cfg.NoNotify, Coalesce: EventCoalesce,
+		OnFallback: func(err error) {
+			m.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
+		},
+	})
 	defer watch.Stop()
 	defer m.closeCursors()
 
@@ -260,7 +256,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer timer.Stop()
 	ready := false
 	for {
-		if err := fsq.DurabilityErr(); err != nil {
+		if err := m.store.DurabilityErr(); err != nil {
 			return durabilityLost(m.log, err)
 		}
 		timer.Reset(m.sleep())
@@ -292,7 +288,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			m.handleEvent(dirs[ev.Dir], ev)
+			m.handleEvent(watch.State(ev), ev)
 			m.promoteDue(ctx)
 		case <-timer.C:
 			m.touch()
@@ -341,7 +337,7 @@ func (m *Manager) sleep() time.Duration {
 	return max(d, 0)
 }
 
-func (m *Manager) handleEvent(st job.State, ev fsq.Event) {
+func (m *Manager) handleEvent(st job.State, ev spoolstore.StateEvent) {
 	switch {
 	case st == job.Failed && ev.Created, st == job.Stale && ev.Created:
 		m.process(st, ev.Name)
@@ -380,7 +376,7 @@ func (m *Manager) retryBusy(ctx context.Context) {
 
 // scanState drives every entry of st's directory (failed/ or stale/).
 func (m *Manager) scanState(ctx context.Context, st job.State) error {
-	ents, err := fsq.ScanDir(m.spool.StateDir(st))
+	ents, err := m.store.StateNames(st)
 	if err != nil {
 		return err
 	}
@@ -414,10 +410,10 @@ func (m *Manager) report(st job.State, id string, err error) {
 	l := m.log.With().Str("job_id", id).Str("state", string(st)).Logger()
 	switch {
 	case err == nil:
-	case errors.Is(err, fsq.ErrLocked), errors.Is(err, errChanged):
+	case errors.Is(err, store.ErrBusy), errors.Is(err, errChanged):
 		m.busy[id] = st
 		l.Debug().Err(err).Msg("job busy; will retry")
-	case errors.Is(err, fsq.ErrVanished), errors.Is(err, job.ErrNotFound):
+	case errors.Is(err, job.ErrNotFound): // a lost race
 		l.Debug().Err(err).Msg("job moved by someone else")
 	case errors.Is(err, job.ErrCorrupt):
 		l.Error().Err(err).Msg("corrupt job quarantined")
@@ -436,17 +432,16 @@ func (m *Manager) report(st job.State, id string, err error) {
 // A corrupt job is quarantined (under its lock); a job whose status
 // disagrees with its directory is reconciled.
 func (m *Manager) read(st job.State, id string) (*job.Job, error) {
-	dir := m.spool.JobDir(st, "", id)
 	if err := job.ValidateID(id); err != nil {
-		return nil, m.quarantineUnnamed(dir, err)
+		return nil, m.store.QuarantineUnnamed(st, id, err)
 	}
 	if st == job.Deferred {
 		m.reads++
 	}
-	j, err := job.ReadJob(dir)
+	j, err := m.store.ReadIn(st, id)
 	if err != nil {
 		if errors.Is(err, job.ErrCorrupt) {
-			return nil, m.quarantine(id, dir, err)
+			return nil, m.quarantine(st, id, err)
 		}
 		return nil, err
 	}
@@ -462,17 +457,14 @@ func (m *Manager) handleFailed(id string) error {
 		return err
 	}
 	to, reason, mutate := m.failedStep(j)
-	nj, err := m.spool.Move(id, job.Failed, to, Actor, reason, mutate)
+	nj, err := m.store.MoveListed(id, job.Failed, to, Actor, reason, mutate)
 	if err != nil {
 		return err
 	}
 	logx.Transition(m.log, nj, job.Failed)
 	counted(job.Failed, nj.Status)
 	if nj.Status == job.Deferred && nj.NotBefore != nil {
-		var mt time.Time // unknown: the next rescan reads it once more
-		if fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id)); err == nil {
-			mt = fi.ModTime()
-		}
+		mt, _ := m.store.ChangedAt(job.Deferred, id) // zero, unknown: the next rescan reads it once more
 		m.sched.set(id, *nj.NotBefore, mt)
 	}
 	return nil
@@ -484,7 +476,7 @@ func (m *Manager) handleStale(id string) error {
 		return err
 	}
 	to, reason, mutate := m.staleStep(j)
-	nj, err := m.spool.Move(id, job.Stale, to, Actor, reason, mutate)
+	nj, err := m.store.MoveListed(id, job.Stale, to, Actor, reason, mutate)
 	if err != nil {
 		return err
 	}
@@ -498,18 +490,17 @@ func (m *Manager) handleStale(id string) error {
 // deals with it.
 func (m *Manager) noteDeferred(id string) {
 	if job.ValidateID(id) == nil {
-		dir := m.spool.JobDir(job.Deferred, "", id)
 		// The directory's mtime before the read: a job.json replaced
 		// during or after it changes the mtime, and is read again.
-		fi, ferr := os.Lstat(dir)
+		mt, ferr := m.store.ChangedAt(job.Deferred, id)
 		m.reads++
-		j, err := job.ReadJob(dir)
-		if errors.Is(err, fsq.ErrVanished) {
+		j, err := m.store.ReadIn(job.Deferred, id)
+		if errors.Is(err, job.ErrNotFound) { // gone from deferred/
 			m.sched.remove(id)
 			return
 		}
 		if ferr == nil && err == nil && j.Status == job.Deferred && j.NotBefore != nil {
-			m.sched.set(id, *j.NotBefore, fi.ModTime())
+			m.sched.set(id, *j.NotBefore, mt)
 			return
 		}
 	}
@@ -527,7 +518,7 @@ func (m *Manager) startFill() {
 	m.filled = true
 	m.fillStart = time.Now()
 	m.sched.refilling()
-	m.fill = fsq.NewDirCursor(m.spool.StateDir(job.Deferred))
+	m.fill = m.store.StateCursor(job.Deferred)
 }
 
 // fillStep makes one step of the fill under way.
@@ -573,13 +564,13 @@ func (m *Manager) rescanDeferred(ctx context.Context) error {
 		}
 		if job.ValidateID(id) == nil {
 			m.stats++
-			fi, err := os.Lstat(m.spool.JobDir(job.Deferred, "", id))
+			mt, err := m.store.ChangedAt(job.Deferred, id)
 			if err != nil {
 				continue // gone
 			}
-			if at, ok := m.sched.readAt(id); ok && at == fi.ModTime().UnixNano() {
+			if at, ok := m.sched.readAt(id); ok && at == mt.UnixNano() {
 				continue
-			} else if !ok && m.sched.overflow && fi.ModTime().Before(cutoff) {
+			} else if !ok && m.sched.overflow && mt.Before(cutoff) {
 				continue
 			}
 		}
@@ -617,7 +608,7 @@ func (m *Manager) promote(id string) error {
 		m.sched.set(id, *j.NotBefore, time.Time{})
 		return nil
 	}
-	nj, err := m.spool.Move(id, job.Deferred, job.Queued, Actor, "not_before reached", nil)
+	nj, err := m.store.MoveListed(id, job.Deferred, job.Queued, Actor, "not_before reached", nil)
 	if err != nil {
 		return err
 	}
@@ -630,7 +621,7 @@ func (m *Manager) promote(id string) error {
 // transaction cut short by a crash), under its lock. A held lock means the
 // transaction is still running: retry later.
 func (m *Manager) reconcile(id, why string) error {
-	out, err := m.spool.Reconcile(id, Actor, why)
+	out, err := m.store.Reconcile(id, Actor, why)
 	if err != nil {
 		return err
 	}
@@ -648,44 +639,20 @@ func (m *Manager) reconcile(id, why string) error {
 	return nil
 }
 
-// quarantine moves the corrupt job at dir to corrupt/ while holding its
-// lock, after checking under the lock that it is still unreadable. It
-// returns an error matching job.ErrCorrupt when it did.
-func (m *Manager) quarantine(id, dir string, cause error) error {
-	lock := m.spool.LockPath(id)
-	if err := fsq.TryLock(lock, ownerBytes()); err != nil {
-		return err
-	}
-	defer fsq.Unlock(lock)
-	if _, err := job.ReadJob(dir); err == nil {
+// quarantine moves the corrupt job id of st to corrupt/ while holding
+// its lock, after checking under the lock that it is still unreadable
+// (spoolstore's QuarantineCorrupt). It returns an error matching
+// job.ErrCorrupt when it did, errChanged when the job reads fine now.
+func (m *Manager) quarantine(st job.State, id string, cause error) error {
+	err := m.store.QuarantineCorrupt(st, id, Actor, cause)
+	if errors.Is(err, spoolstore.ErrReadable) {
 		return errChanged
-	} else if !errors.Is(err, job.ErrCorrupt) {
-		return err
 	}
-	q, err := m.spool.Quarantine(dir, cause.Error())
-	if err != nil {
-		return fmt.Errorf("%w (quarantine failed: %v)", cause, err)
-	}
-	return fmt.Errorf("%w (moved to %s)", cause, q)
-}
-
-// quarantineUnnamed quarantines an entry whose name cannot be a job ID, so
-// no lock can guard it (and no job can own it).
-func (m *Manager) quarantineUnnamed(path string, cause error) error {
-	q, err := m.spool.Quarantine(path, cause.Error())
-	if err != nil {
-		return fmt.Errorf("%w: %v (quarantine failed: %v)", job.ErrCorrupt, cause, err)
-	}
-	return fmt.Errorf("%w: %v (moved to %s)", job.ErrCorrupt, cause, q)
-}
-
-func ownerBytes() []byte {
-	b, _ := json.Marshal(job.NewOwner(Actor, ""))
-	return append(b, '\n')
+	return err
 }
 
 // durabilityLost ends Run after a failed fsync or syncfs of this process
-// (fsq.DurabilityErr): nothing it writes can be promised durable any
+// (spoolstore's DurabilityErr): nothing it writes can be promised durable any
 // more, so it stops and exits non-zero; its restart and the recovery that
 // follows read the truth from disk.
 func durabilityLost(log zerolog.Logger, err error) error {

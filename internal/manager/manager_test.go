@@ -19,6 +19,7 @@ import (
 	"github.com/farro-dev/farro/internal/testpg"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // TestMain checks for leaked goroutines, then stops the private
@@ -48,7 +49,7 @@ func setup(t *testing.T, cfg Config) *env {
 		t.Fatalf("Open: %v", err)
 	}
 	lb := logxtest.New(t) // every line is checked strictly when t ends
-	return &env{s: s, m: New(s, cfg, logx.New(lb, Actor, "debug")), log: lb}
+	return &env{s: s, m: New(spoolstore.New(s), cfg, logx.New(lb, Actor, "debug")), log: lb}
 }
 
 var holder = job.Holder{Actor: "agentd/t1", Agent: "t1"}

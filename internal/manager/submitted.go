@@ -11,6 +11,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // tailSegments is how many of the newest event stream segments a
@@ -26,7 +27,7 @@ const tailSegments = 3
 // submitted before managerd started is not counted (a counter starts at
 // zero with its process).
 type SubmissionTail struct {
-	spool *job.Spool
+	store *spoolstore.Store
 	count func(kind, actor string)
 	offs  map[string]int64  // segment name -> bytes consumed
 	part  map[string][]byte // an unfinished last line
@@ -35,11 +36,11 @@ type SubmissionTail struct {
 
 // NewSubmissionTail returns a tail positioned at the end of the stream;
 // count is called once per submission line (nil: metrics.Submitted).
-func NewSubmissionTail(s *job.Spool, count func(kind, actor string)) (*SubmissionTail, error) {
+func NewSubmissionTail(s *spoolstore.Store, count func(kind, actor string)) (*SubmissionTail, error) {
 	if count == nil {
 		count = metrics.Submitted
 	}
-	t := &SubmissionTail{spool: s, count: count, offs: map[string]int64{}, part: map[string][]byte{}, skip: map[string]bool{}}
+	t := &SubmissionTail{store: s, count: count, offs: map[string]int64{}, part: map[string][]byte{}, skip: map[string]bool{}}
 	names, err := t.newest()
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func NewSubmissionTail(s *job.Spool, count func(kind, actor string)) (*Submissio
 
 // newest lists the last tailSegments segments.
 func (t *SubmissionTail) newest() ([]string, error) {
-	names, err := t.spool.StreamSegments()
+	names, err := t.store.StreamSegments()
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (t *SubmissionTail) newest() ([]string, error) {
 // stat returns a segment's size (a regular file only: a FIFO or a symlink
 // named like one is refused without blocking).
 func (t *SubmissionTail) stat(name string) (int64, error) {
-	f, err := t.spool.OpenStreamSegment(name)
+	f, err := t.store.OpenStreamSegment(name)
 	if err != nil {
 		return 0, err
 	}
@@ -105,7 +106,7 @@ func (t *SubmissionTail) Poll() error {
 
 // read consumes segment name from its offset to its end.
 func (t *SubmissionTail) read(name string) error {
-	f, err := t.spool.OpenStreamSegment(name)
+	f, err := t.store.OpenStreamSegment(name)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/farro-dev/farro/internal/metrics"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // tally records what a SubmissionTail counts, by the label values the
@@ -51,7 +52,7 @@ func TestSubmissionsCounted(t *testing.T) {
 	e := setup(t, Config{})
 	e.submit(t, "before", 0) // history: not counted
 	c := &tally{n: map[string]int{}}
-	tail, err := NewSubmissionTail(e.s, c.count)
+	tail, err := NewSubmissionTail(spoolstore.New(e.s), c.count)
 	if err != nil {
 		t.Fatal(err)
 	}

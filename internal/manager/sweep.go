@@ -4,85 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/farro-dev/farro/internal/metrics"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // sweepTmp durably removes every entry of tmp/ older than TmpMaxAge:
 // submits that crashed before their final rename, and jobs whose removal
-// by retention was cut short. A build whose submitter is still alive
+// by retention was cut short; and the temp files of interrupted
+// quarantine notes in corrupt/. A build whose submitter is still alive
 // (stalled, or stopped, longer than TmpMaxAge) holds its flock and is
-// left alone (job.RemoveTmpLeftover): its submit goes on when it wakes.
+// left alone: its submit goes on when it wakes. The sweep is the spool
+// store's (spoolstore's SweepTmp); the manager logs what it removed.
 func (m *Manager) sweepTmp(ctx context.Context) error {
-	dir := m.spool.Path(job.TmpDir)
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
+	return m.store.SweepTmp(ctx, m.cfg.TmpMaxAge, func(sw spoolstore.Swept) {
+		switch {
+		case sw.Note && sw.Err != nil:
+			m.log.Error().Err(sw.Err).Str("path", sw.Path).Msg("cannot sweep interrupted quarantine note")
+		case sw.Note:
+			m.log.Info().Str("path", sw.Path).Msg("swept interrupted quarantine note")
+		case errors.Is(sw.Err, job.ErrBuilding):
+			// Debug: every pass meets it again while its submitter lives.
+			m.log.Debug().Str("path", sw.Path).Dur("age_ms", time.Since(sw.ModTime).Round(time.Second)).Msg("tmp/ entry older than tmp-max-age kept: a live submit is building it")
+		case sw.Err != nil:
+			m.log.Error().Err(sw.Err).Str("path", sw.Path).Msg("cannot sweep tmp leftover")
+		default:
+			m.log.Info().Str("path", sw.Path).Dur("age_ms", time.Since(sw.ModTime).Round(time.Second)).Msg("swept tmp leftover")
 		}
-		return fmt.Errorf("sweep tmp: %w", err)
-	}
-	cutoff := time.Now().Add(-m.cfg.TmpMaxAge)
-	for _, de := range des {
-		if ctx.Err() != nil {
-			return nil
-		}
-		fi, err := de.Info() // lstat: a symlink is judged (and removed) itself
-		if err != nil || fi.ModTime().After(cutoff) {
-			continue
-		}
-		p := filepath.Join(dir, de.Name())
-		fsq.CrashPoint("sweep/remove:before") // for test/crash; no-op in release builds
-		if err := job.RemoveTmpLeftover(p); err != nil {
-			if errors.Is(err, job.ErrBuilding) {
-				// Debug: every pass meets it again while its submitter lives.
-				m.log.Debug().Str("path", p).Dur("age_ms", time.Since(fi.ModTime()).Round(time.Second)).Msg("tmp/ entry older than tmp-max-age kept: a live submit is building it")
-				continue
-			}
-			m.log.Error().Err(err).Str("path", p).Msg("cannot sweep tmp leftover")
-			continue
-		}
-		m.log.Info().Str("path", p).Dur("age_ms", time.Since(fi.ModTime()).Round(time.Second)).Msg("swept tmp leftover")
-	}
-	m.sweepQuarantineTemps(cutoff)
-	return nil
-}
-
-// quarantineTemp matches the temp file of an interrupted write of a
-// quarantine note (".<name>.quarantine.json<digits>", see
-// job.Spool.Quarantine): the one kind of temp file that no job's lock
-// covers, for it sits in corrupt/ itself.
-var quarantineTemp = regexp.MustCompile(`^\..+\.quarantine\.json-?[0-9]+$`)
-
-// sweepQuarantineTemps removes the quarantine-note temp files in corrupt/
-// older than cutoff. Nothing else in corrupt/ is ever removed.
-func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
-	dir := m.spool.Path(job.CorruptDir)
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, de := range des {
-		if !quarantineTemp.MatchString(de.Name()) {
-			continue // no lstat for the quarantined entries themselves
-		}
-		fi, err := de.Info()
-		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().After(cutoff) {
-			continue
-		}
-		p := filepath.Join(dir, de.Name())
-		if err := os.Remove(p); err != nil {
-			m.log.Error().Err(err).Str("path", p).Msg("cannot sweep interrupted quarantine note")
-			continue
-		}
-		m.log.Info().Str("path", p).Msg("swept interrupted quarantine note")
-	}
+	})
 }
 
 // applyRetention removes terminal jobs (succeeded, killed) that finished
@@ -95,10 +46,11 @@ func (m *Manager) sweepQuarantineTemps(cutoff time.Time) {
 // since the cutoff holds a job that finished since, or one touched after
 // it finished, which a later scan meets once the cutoff has passed that
 // modification. The scan reads without the lock; each removal goes through
-// job.Spool.Expire, which re-reads the job under its lock and leaves it
-// alone if it moved or finished again meanwhile. A pass that removed
-// anything logs one line (how many, by state, the oldest finish time);
-// each removal counts in farro_retention_removed_total.
+// job.Spool.Expire (spoolstore's ExpireListed), which re-reads the job
+// under its lock and leaves it alone if it moved or finished again
+// meanwhile. A pass that removed anything logs one line (how many, by
+// state, the oldest finish time); each removal counts in
+// farro_retention_removed_total.
 func (m *Manager) applyRetention(ctx context.Context) error {
 	cutoff := time.Now().Add(-m.cfg.Retention)
 	var sum retentionPass
@@ -113,18 +65,17 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return errors.Join(errs...)
 			}
-			dir := m.spool.JobDir(st, "", id)
 			if err := job.ValidateID(id); err != nil {
-				m.report(st, id, m.quarantineUnnamed(dir, err))
+				m.report(st, id, m.store.QuarantineUnnamed(st, id, err))
 				continue
 			}
-			if fi, err := os.Lstat(dir); err != nil || !fi.ModTime().Before(cutoff) {
+			if mt, err := m.store.ChangedAt(st, id); err != nil || !mt.Before(cutoff) {
 				continue // gone, or modified since the cutoff: not expired yet
 			}
-			j, err := job.ReadJob(dir)
+			j, err := m.store.ReadIn(st, id)
 			if err != nil {
 				if errors.Is(err, job.ErrCorrupt) {
-					err = m.quarantine(id, dir, err)
+					err = m.quarantine(st, id, err)
 				}
 				m.report(st, id, err)
 				continue
@@ -135,7 +86,7 @@ func (m *Manager) applyRetention(ctx context.Context) error {
 			if m.beforeExpire != nil {
 				m.beforeExpire(id)
 			}
-			removed, err := m.spool.Expire(id, Actor, cutoff)
+			removed, err := m.store.ExpireListed(id, Actor, cutoff)
 			switch {
 			case removed != nil:
 				// Gone from the spool (err, if any: tmp/ leftover for the sweep).

@@ -65,7 +65,7 @@ func Start(t *testing.T, s *job.Spool, cfg Config) *Cluster {
 		jobs = spoolstore.New(s)
 	}
 	fr := frontier.New(frontier.Config{Spool: s, Store: jobs, Log: mlog.With().Str("component", "frontier").Logger(), Rescan: cfg.Rescan, Poll: cfg.Poll, DomainCache: cfg.DomainCache})
-	m := manager.New(s, manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, mlog)
+	m := manager.New(spoolstore.New(s), manager.Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Rescan: cfg.Rescan}, mlog)
 	fh := fetch.NewHandler(s, nil)
 	handlers := map[string]agent.Handler{crawl.KindFetch: fh, crawl.KindRobots: &fetch.RobotsHandler{Handler: fh}}
 	if cfg.Handlers != nil {

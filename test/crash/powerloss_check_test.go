@@ -19,6 +19,7 @@ import (
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/internal/watchdog"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // plRecovers is what recovery (watchdogd, then managerd's policy) may
@@ -178,7 +179,7 @@ func plCheck(dir string, tree *plTree, exp *plExpect) (plCounts, []string, error
 	}
 	ctx := context.Background()
 	wd := watchdog.New(s, watchdog.Config{}, log.With().Str("app", "watchdogd").Logger())
-	mg := manager.New(s, manager.Config{}, log.With().Str("app", "managerd").Logger())
+	mg := manager.New(spoolstore.New(s), manager.Config{}, log.With().Str("app", "managerd").Logger())
 	prev := [32]byte{}
 	for round := 0; round < 3; round++ {
 		if err := wd.RunOnce(ctx); err != nil {

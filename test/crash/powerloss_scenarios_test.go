@@ -17,6 +17,7 @@ import (
 	"github.com/farro-dev/farro/internal/watchdog"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // plScenario is one recorded run: setup builds the starting spool (taken
@@ -170,7 +171,7 @@ var plManagerConfig = manager.Config{Rand: func(n int64) int64 { return n - 1 }}
 
 func (e *plEnv) managerPass(cfg manager.Config) func() {
 	return func() {
-		m := manager.New(e.s, cfg, zerolog.Nop())
+		m := manager.New(spoolstore.New(e.s), cfg, zerolog.Nop())
 		if err := m.RunOnce(context.Background()); err != nil {
 			e.t.Fatalf("manager pass: %v", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/farro-dev/farro/internal/manager"
 	"github.com/farro-dev/farro/internal/watchdog"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // ScaleResult is what one queue size measured.
@@ -306,14 +307,14 @@ func (b Bins) scaleCompleted(cfg ScaleConfig, r *ScaleResult, roots *[]string) e
 		err := f(ctx)
 		return time.Since(t), err
 	}
-	m := manager.New(s, manager.Config{}, nop)
+	m := manager.New(spoolstore.New(s), manager.Config{}, nop)
 	if r.MDCycle1, err = timed(m.RunOnce); err != nil {
 		return err
 	}
 	if r.MDCycle2, err = timed(m.RunOnce); err != nil {
 		return err
 	}
-	mr := manager.New(s, manager.Config{Retention: 720 * time.Hour}, nop)
+	mr := manager.New(spoolstore.New(s), manager.Config{Retention: 720 * time.Hour}, nop)
 	if r.MDRetentionCycle, err = timed(mr.RunOnce); err != nil {
 		return err
 	}

@@ -4,7 +4,9 @@
 // package adapts them to the seam and adds nothing to what is on disk.
 // With WithIndex its claims come from a bounded index of incoming/ fed by
 // a watch of the directory (agentd's claims: see indexed.go); without,
-// each Claim lists incoming/.
+// each Claim lists incoming/. Beside the seam, engine.go is the spool's
+// own door for managerd's event-driven engine (internal/manager), which
+// reaches jobs through nothing else.
 //
 // Errors are pkg/job's; a busy lock (fsq.ErrLocked) is also
 // store.ErrBusy (errors.Is holds for both).
