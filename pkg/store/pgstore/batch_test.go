@@ -29,6 +29,28 @@ func (l *sqlLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQu
 
 func (l *sqlLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// A batch is one round trip: one entry, its statements joined by " ; ".
+func (l *sqlLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	l.mu.Lock()
+	l.sql = append(l.sql, "")
+	l.mu.Unlock()
+	return ctx
+}
+
+func (l *sqlLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := strings.Join(strings.Fields(d.SQL), " ")
+	if last := len(l.sql) - 1; last >= 0 {
+		if l.sql[last] != "" {
+			q = l.sql[last] + " ; " + q
+		}
+		l.sql[last] = q
+	}
+}
+
+func (l *sqlLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // take returns the statements sent since the last take.
 func (l *sqlLog) take() []string {
 	l.mu.Lock()
@@ -72,7 +94,8 @@ func commitAll(t *testing.T, cs []store.Claim, to job.State) []error {
 	return errs
 }
 
-// A claim of several jobs is one statement, and so are the commits of
+// A claim of several jobs is one round trip (its planner settings and
+// one statement), and the commits of
 // several claims that arrive together: one round trip and one durable
 // commit each, with every row, event and prompt as the transaction of
 // several statements wrote them.
@@ -88,8 +111,10 @@ func TestClaimAndCommitsAreOneStatementEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sql := log.take(); len(sql) != 1 {
-		t.Fatalf("a claim of %d jobs sent %d statements: %q", len(cs), len(sql), sql)
+	// One round trip: the claim's planner settings and the claim
+	// statement, in one batch (one implicit transaction).
+	if sql := log.take(); len(sql) != 1 || strings.Count(sql[0], " ; ") != 1 || !strings.Contains(sql[0], "set_config('enable_sort', 'off', true)") || !strings.Contains(sql[0], "WITH pick AS") {
+		t.Fatalf("a claim of %d jobs sent %d round trips: %q", len(cs), len(sql), sql)
 	}
 	if len(cs) != 4 || cs[0].Job().ID != "a-4" || cs[1].Job().ID != "a-1" {
 		t.Fatalf("claimed %d, first %s", len(cs), cs[0].Job().ID)
@@ -215,11 +240,14 @@ func TestConnectionCutDuringBatchCommit(t *testing.T) {
 	go func() {
 		defer close(watched)
 		// Once the batch waits for c-3 (c-1 and c-2 written, not
-		// committed), every backend of the database is terminated.
+		// committed), every backend of the database is terminated: the
+		// batch's first (waiting until it is gone), for were the
+		// locker's first, the batch could take c-3 and commit before
+		// its own end.
 		deadline := time.Now().Add(15 * time.Second)
 		for time.Now().Before(deadline) {
 			var n int
-			if err := watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			if err := watch.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
 				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n); err != nil {
 				t.Errorf("watching the batch: %v", err)
 				return

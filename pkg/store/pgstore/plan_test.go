@@ -345,3 +345,59 @@ func TestOldestQueuedReadsOneEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimAfterABurstReadsTheIndexHead: right after a burst of submits
+// into an empty queue, while the table's statistics still say it is
+// empty (autovacuum has not analyzed it), a claim reads a few index
+// entries (the head of the claim index, a key lookup per job), not every
+// queued job: the plan claimPlanSQL fixes. Counted by the server's own
+// statistics of index entries read, flushed at once around the claim.
+func TestClaimAfterABurstReadsTheIndexHead(t *testing.T) {
+	t.Parallel()
+	url := freshDB(t)
+	if _, err := Migrate(ctxT(t), url); err != nil {
+		t.Fatal(err)
+	}
+	c := sqlConn(t, url)
+	for _, q := range []string{"ALTER TABLE jobs SET (autovacuum_enabled = false)", "SET stats_fetch_consistency = none"} {
+		if _, err := c.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(ctxT(t), url, WithMaxConns(1)) // one backend: its statistics are flushed as the test says
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	reqs := make([]job.SubmitRequest, 5000)
+	for i := range reqs {
+		reqs[i] = job.SubmitRequest{Kind: "noop", Prompt: []byte(`{}`), Priority: i % 3}
+	}
+	submit(t, s, reqs...)
+	read := func() int64 {
+		t.Helper()
+		// The store's backend reports what it read at the end of its
+		// next transaction, at once.
+		if _, err := s.pool.Exec(ctxT(t), "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := c.QueryRow(ctxT(t), `SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'jobs'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := read()
+	cs, err := s.Claim(ctxT(t), job.Holder{Actor: "agentd/a1", Agent: "a1"}, store.ClaimOptions{Max: 8})
+	if err != nil || len(cs) != 8 {
+		t.Fatalf("claim: %d jobs, %v", len(cs), err)
+	}
+	for _, c := range cs {
+		if c.Job().Priority != 2 {
+			t.Fatalf("claimed %s of priority %d, want the best (2) first", c.Job().ID, c.Job().Priority)
+		}
+	}
+	if n := read() - before; n > 100 {
+		t.Errorf("one claim of 8 read %d index entries of jobs with 5000 queued and stale statistics, want a few dozen", n)
+	}
+}
