@@ -80,7 +80,11 @@ func TestSharedPolicy(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(400 * time.Millisecond) // done-a is past its retention (300ms), the others not
+	// done-a is past its retention (2s), the others not: those killed in
+	// the pass finish then, and the pass (a few statements) must stay
+	// well within the retention on a loaded machine (at 300ms it did not
+	// always: failed-last was removed by the same pass).
+	time.Sleep(2100 * time.Millisecond)
 	for _, c := range cs {
 		if strings.HasPrefix(c.Job().ID, "failed") {
 			if err := c.Commit(ctx, job.Failed, "exit status 1", nil); err != nil {
@@ -93,7 +97,7 @@ func TestSharedPolicy(t *testing.T) {
 		t.Fatalf("recover: %v %v", outs, err)
 	}
 	buf := logxtest.New(t)
-	m := NewShared(st, Config{BackoffBase: 50 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Retention: 300 * time.Millisecond,
+	m := NewShared(st, Config{BackoffBase: 50 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Retention: 2 * time.Second,
 		Rand: func(n int64) int64 { return n - 1 }}, logx.New(buf, Actor, "debug"))
 	m.limit = 2
 

@@ -401,3 +401,64 @@ func TestClaimAfterABurstReadsTheIndexHead(t *testing.T) {
 		t.Errorf("one claim of 8 read %d index entries of jobs with 5000 queued and stale statistics, want a few dozen", n)
 	}
 }
+
+// TestDueDeferredListingReadsOnlyDueJobs: managerd's promotion pass
+// (List of deferred jobs DueBy now, a page of 500 in ID order) reads the
+// due jobs, not every deferred job, when many are scheduled for later and
+// their IDs come first.
+func TestDueDeferredListingReadsOnlyDueJobs(t *testing.T) {
+	t.Parallel()
+	url := freshDB(t)
+	if _, err := Migrate(ctxT(t), url); err != nil {
+		t.Fatal(err)
+	}
+	log := &queryLog{}
+	s, err := Open(ctxT(t), url, WithScratch(t.TempDir()), func(c *config) { c.tracer = log })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := sqlConn(t, url)
+	const later, due = 30000, 40
+	for _, q := range []string{
+		// Scheduled for tomorrow, their IDs first.
+		`INSERT INTO jobs (id, schema_version, kind, status, created_at, updated_at, not_before, prompt, age_key)
+		SELECT 'a' || lpad(g::text, 6, '0'), $1, 'noop', 'deferred', now(), now(), now() + interval '1 day', '{}', now()
+		FROM generate_series(1, ` + fmt.Sprint(later) + `) g`,
+		// Due a minute ago.
+		`INSERT INTO jobs (id, schema_version, kind, status, created_at, updated_at, not_before, prompt, age_key)
+		SELECT 'd' || lpad(g::text, 6, '0'), $1, 'noop', 'deferred', now(), now(), now() - interval '1 minute', '{}', now()
+		FROM generate_series(1, ` + fmt.Sprint(due) + `) g`,
+		`ANALYZE jobs`,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = append(args, job.SchemaVersion)
+		}
+		if _, err := c.Exec(ctxT(t), q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.take()
+	var got []string
+	f := store.Filter{States: []job.State{job.Deferred}, DueBy: time.Now(), Limit: 500}
+	if err := s.List(ctxT(t), f, func(j *job.Job) error { got = append(got, j.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != due || got[0] != "d000001" || !slices.IsSorted(got) {
+		t.Fatalf("listed %d due jobs (first %v), want the %d due ones in ID order", len(got), got[:min(3, len(got))], due)
+	}
+	sent := log.take()
+	if len(sent) != 1 {
+		t.Fatalf("the listing sent %d statements, want 1", len(sent))
+	}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		if _, err := c.Exec(ctxT(t), "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		plan, text := explainAnalyze(t, c, sent[0].SQL, sent[0].Args...)
+		if _, read := plan.scans("jobs"); read > 2*due {
+			t.Errorf("%s: the listing read %.0f rows of jobs for %d due jobs (%d deferred for later):\n%s", mode, read, due, later, text)
+		}
+	}
+}

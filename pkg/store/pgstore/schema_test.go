@@ -169,6 +169,7 @@ func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
 	var got []string
 	partial := map[string]string{
 		"jobs_claim_order":    "WHERE (status = 'queued'::text)",
+		"jobs_deferred_due":   "WHERE (status = 'deferred'::text)",
 		"jobs_finished":       "WHERE (status = ANY (ARRAY['succeeded'::text, 'killed'::text]))",
 		"jobs_queued_created": "WHERE (status = 'queued'::text)",
 	}
@@ -182,7 +183,7 @@ func TestIndexesPerMoveAndHOTHeartbeat(t *testing.T) {
 			t.Errorf("index %s: %s; want it partial, %s", n, def, w)
 		}
 	}
-	if want := "job_events_feed job_events_job jobs_claim_order jobs_finished jobs_pkey jobs_queued_created jobs_status_id"; strings.Join(got, " ") != want {
+	if want := "job_events_feed job_events_job jobs_claim_order jobs_deferred_due jobs_finished jobs_pkey jobs_queued_created jobs_status_id"; strings.Join(got, " ") != want {
 		t.Fatalf("indexes %q, want %s", got, want)
 	}
 	submit(t, s, job.SubmitRequest{})

@@ -1,0 +1,19 @@
+-- managerd on a database promotes the deferred jobs that are due (a
+-- retry's backoff ended, a scheduled job's time came): every pass (twice
+-- a second) it lists a page of deferred jobs with not_before <= now() in
+-- ID order (store.Filter.DueBy). Through jobs_status_id that listing read
+-- every deferred job to find the due ones: with many jobs scheduled for
+-- later (submit --in 1d), the whole set, twice a second, while none was
+-- due. Here the deferred jobs are by not_before: the planner reads the
+-- due ones only (a range of this index) and sorts them by ID, or, when
+-- most are due, reads jobs_status_id in order as before.
+--
+-- Partial: a job costs one index write here each time it becomes
+-- deferred (a retry's backoff, a scheduled submit, an import); a submit
+-- of a job to run now, a claim, a commit and a heartbeat write nothing to
+-- it (a heartbeat stays a HOT update: not_before is not changed by it).
+-- Its size is the deferred jobs'.
+--
+-- Built in this migration's transaction: on a large table, writes to
+-- jobs wait while it is built (one read of the table).
+CREATE INDEX jobs_deferred_due ON jobs (not_before, id) WHERE status = 'deferred';
