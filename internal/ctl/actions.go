@@ -59,7 +59,9 @@ type ActOptions struct {
 	// ": note" (e.g. "cancelled: duplicate of job X").
 	Note string
 	// Retries bounds the attempts on a busy job (its lock held for a
-	// moment by an agent claiming it or managerd moving it); default 20.
+	// moment by an agent claiming it or managerd moving it, or left by a
+	// process that died holding it until watchdogd removes it, about a
+	// second later); default 100 (five seconds at the default Backoff).
 	Retries int
 	// Backoff is the pause between attempts; default 50ms.
 	Backoff time.Duration
@@ -156,7 +158,11 @@ func checkActOptions(a Action, o *ActOptions) error {
 		return Usagef("--succeeded applies only to retry")
 	}
 	if o.Retries <= 0 {
-		o.Retries = 20
+		// Five seconds: an operator's action that finds the lock of a
+		// farroctl or agent killed mid-move waits for watchdogd to remove
+		// it (about a second on a busy host, more on a loaded one)
+		// instead of reporting it busy.
+		o.Retries = 100
 	}
 	if o.Backoff <= 0 {
 		o.Backoff = 50 * time.Millisecond
