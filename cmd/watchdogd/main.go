@@ -17,6 +17,7 @@ import (
 	_ "github.com/farro-dev/farro/internal/metricsd" // --metrics-addr serves internal/metrics
 	"github.com/farro-dev/farro/internal/registry"
 	"github.com/farro-dev/farro/internal/watchdog"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 func main() {
@@ -69,10 +70,11 @@ func run(c *cli.Context, stdout io.Writer) error {
 		return err
 	}
 	defer reg.Release()
+	jobs := spoolstore.New(spool) // watchdogd's door to the spool's jobs
 	return daemon.Serve(c.Context, log, "watchdogd", func(ctx context.Context) error {
 		var w *watchdog.Watchdog
 		cfg.Ready = func() { daemon.Ready(ctx, w.Alive) }
-		w = watchdog.New(spool, cfg, log)
+		w = watchdog.New(jobs, cfg, log)
 		log.Info().Str("spool", spool.Root).Dur("interval_ms", cfg.Interval).
 			Dur("crash_threshold_ms", cfg.CrashThreshold).Dur("lock_grace_ms", cfg.LockGrace).
 			Dur("rescan_ms", cfg.Rescan).Bool("no_notify", cfg.NoNotify).Msg("watchdogd starting")

@@ -4,8 +4,8 @@ import (
 	"errors"
 
 	"github.com/farro-dev/farro/internal/metrics"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
 )
 
 // counted records one recovery attempt for watchdogd's metrics. A lock
@@ -13,7 +13,7 @@ import (
 func counted(out job.Outcome, verdict string, err error) {
 	switch {
 	case err != nil:
-		if !errors.Is(err, fsq.ErrLocked) && !errors.Is(err, fsq.ErrVanished) {
+		if !errors.Is(err, store.ErrBusy) && !errors.Is(err, job.ErrNotFound) {
 			metrics.RecoveryFailed()
 		}
 	case out.Action == job.ActionNone && out.Detail == "lock already gone":

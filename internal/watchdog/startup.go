@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // StartupStats counts what the startup reconcile found.
@@ -49,9 +49,9 @@ type startupPass struct {
 	st     StartupStats
 	errs   []error
 	start  time.Time
-	states []job.State    // state directories still to reconcile, in order
-	cur    *fsq.DirCursor // over states[0]
-	done   bool           // the summary line was logged
+	states []job.State             // state directories still to reconcile, in order
+	cur    *spoolstore.StateCursor // over states[0]
+	done   bool                    // the summary line was logged
 }
 
 // Startup is the full reconcile pass made when the watchdog starts: it
@@ -87,14 +87,14 @@ func (w *Watchdog) startupFirst(ctx context.Context) {
 			p.states = append(p.states, st)
 		}
 	}
-	agents, err := fsq.ScanDir(w.spool.StateDir(job.InProgress))
+	agents, err := w.jobs.StateNames(job.InProgress)
 	if err != nil {
 		p.errs = append(p.errs, err)
 		return
 	}
 	p.st.Hostile += len(agents.Hostile)
 	for _, agent := range agents.Dirs {
-		ents, err := fsq.ScanDir(w.spool.AgentDir(agent))
+		ents, err := w.jobs.AgentNames(agent)
 		if err != nil {
 			p.errs = append(p.errs, err)
 			continue
@@ -108,7 +108,7 @@ func (w *Watchdog) startupFirst(ctx context.Context) {
 			if job.ValidateID(id) != nil {
 				continue
 			}
-			if _, err := os.Lstat(w.spool.LockPath(id)); err == nil {
+			if _, err := w.jobs.StatLock(id); err == nil {
 				w.locks[id] = true
 			}
 		}
@@ -130,7 +130,7 @@ func (w *Watchdog) startupStep(ctx context.Context) bool {
 	if len(p.states) > 0 && ctx.Err() == nil {
 		state := p.states[0]
 		if p.cur == nil {
-			p.cur = fsq.NewDirCursor(w.spool.StateDir(state))
+			p.cur = w.jobs.StateCursor(state)
 		}
 		ents, end, err := p.cur.Next(w.cfg.StartupChunk)
 		if err != nil {
@@ -161,9 +161,7 @@ func (w *Watchdog) startupStep(ctx context.Context) bool {
 		p.cur.Close()
 		p.cur = nil
 	}
-	w.sweepTemps(&p.st, w.spool.Path(job.CorruptDir), func(t string) bool {
-		return strings.HasSuffix(t, ".quarantine.json")
-	})
+	w.sweepTemps(&p.st, func() (int, error) { return w.jobs.SweepQuarantineNoteTemps(w.cfg.LockGrace) })
 	st := p.st
 	ev := w.log.Info()
 	if st.Reconciled+st.Quarantined+st.Failed+st.Schema+st.Hostile > 0 {
@@ -186,13 +184,11 @@ func (w *Watchdog) startupCheck(st *StartupStats, state job.State, agent, id str
 		st.Hostile++
 		return
 	}
-	w.sweepTemps(st, w.spool.JobDir(state, agent, id), func(t string) bool {
-		return t == job.JobFile || t == job.ControlFile
-	})
-	j, err := job.ReadJob(w.spool.JobDir(state, agent, id))
+	w.sweepTemps(st, func() (int, error) { return w.jobs.SweepJobTemps(state, agent, id, w.cfg.LockGrace) })
+	j, err := w.read(state, agent, id)
 	var why string
 	switch {
-	case errors.Is(err, fsq.ErrVanished):
+	case errors.Is(err, job.ErrNotFound):
 		return // moved meanwhile by its holder
 	case errors.Is(err, job.ErrSchema):
 		st.Jobs++
@@ -210,9 +206,9 @@ func (w *Watchdog) startupCheck(st *StartupStats, state job.State, agent, id str
 		st.Jobs++
 		why = fmt.Sprintf("startup reconcile: status %s found in %s/", j.Status, state.Dir())
 	}
-	out, rerr := w.spool.Reconcile(id, Actor, why)
+	out, rerr := w.jobs.Reconcile(id, Actor, why)
 	switch {
-	case errors.Is(rerr, fsq.ErrLocked):
+	case errors.Is(rerr, store.ErrBusy):
 		st.Busy++
 		return
 	case rerr != nil:
@@ -225,12 +221,22 @@ func (w *Watchdog) startupCheck(st *StartupStats, state job.State, agent, id str
 	w.logOutcome(out, "startup", why, rerr)
 }
 
-// sweepTemps removes from dir the temp files of atomic writes (of the
-// files target accepts) whose writer died before renaming them: a power
-// cut or a kill leaves them, and nothing else ever would. A temp file
-// younger than LockGrace may belong to a live writer and is left alone.
-func (w *Watchdog) sweepTemps(st *StartupStats, dir string, target func(string) bool) {
-	n, err := fsq.SweepTemps(dir, w.cfg.LockGrace, target)
+// read reads job id's job.json in state's directory (in-progress/ under
+// agent) without its lock: a job gone meanwhile is job.ErrNotFound.
+func (w *Watchdog) read(state job.State, agent, id string) (*job.Job, error) {
+	if state == job.InProgress {
+		return w.jobs.ReadRunning(agent, id)
+	}
+	return w.jobs.ReadIn(state, id)
+}
+
+// sweepTemps counts and logs a sweep (sweep) of the temp files of atomic
+// writes whose writer died before renaming them: a power cut or a kill
+// leaves them, and nothing else ever would. The sweeps pass LockGrace: a
+// temp file younger than that may belong to a live writer and is left
+// alone.
+func (w *Watchdog) sweepTemps(st *StartupStats, sweep func() (int, error)) {
+	n, err := sweep()
 	st.Temps += n
 	if err != nil {
 		w.log.Error().Err(err).Msg("cannot remove leftover temp files")

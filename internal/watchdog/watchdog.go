@@ -9,7 +9,10 @@
 //     in-progress/<agent>/<id> has a last_heartbeat (or started_at) older
 //     than CrashThreshold.
 //
-// Recovery is job.Spool.RecoverLock: the half-done transaction is rolled
+// The spool is reached only through the spool store (*spoolstore.Store):
+// its watch, cursors and listings of the state directories, and the
+// spool's own operations on claim locks and running jobs. Recovery is
+// its RecoverJudgedLock (job.Spool.RecoverJudgedLock): the half-done transaction is rolled
 // forward or back, an abandoned in-progress job goes to stale/ (managerd
 // decides what happens next), and the lock is removed.
 //
@@ -41,7 +44,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -51,8 +53,9 @@ import (
 
 	"github.com/farro-dev/farro/internal/logx"
 	"github.com/farro-dev/farro/internal/metrics"
-	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // Actor is the name watchdogd writes into events and lock owner files.
@@ -119,9 +122,9 @@ func (c *Config) defaults() {
 // Watchdog recovers the jobs of dead and silent lock holders in one spool.
 // Its methods are not safe for concurrent use, except Alive.
 type Watchdog struct {
-	spool *job.Spool
-	cfg   Config
-	log   zerolog.Logger
+	jobs *spoolstore.Store // the only door to the spool's jobs
+	cfg  Config
+	log  zerolog.Logger
 
 	locks map[string]bool      // ids whose lock incoming/<id>.lock exists
 	quiet map[string]time.Time // ids whose recovery failed: not retried before
@@ -132,20 +135,20 @@ type Watchdog struct {
 	seen    map[string]observation
 	waiting map[string]bool // ids whose recovery waits for an execution to end (logged once)
 	started bool
-	pass    *startupPass   // the startup reconcile, while steps of it are left
-	lockCur *fsq.DirCursor // relisting of incoming/ for locks
-	lockLap bool           // a lap of lockCur runs in steps between checks
-	active  atomic.Int64   // unix nanoseconds of the last loop activity
+	pass    *startupPass            // the startup reconcile, while steps of it are left
+	lockCur *spoolstore.StateCursor // relisting of incoming/ for locks
+	lockLap bool                    // a lap of lockCur runs in steps between checks
+	active  atomic.Int64            // unix nanoseconds of the last loop activity
 
 	onStartupCheck func(state job.State, id string) // tests: before the startup pass reads a job
 }
 
-// New returns a watchdog for spool s.
-func New(s *job.Spool, cfg Config, log zerolog.Logger) *Watchdog {
+// New returns a watchdog for the spool behind store s.
+func New(s *spoolstore.Store, cfg Config, log zerolog.Logger) *Watchdog {
 	cfg.defaults()
-	w := &Watchdog{spool: s, cfg: cfg, log: log, locks: map[string]bool{}, quiet: map[string]time.Time{},
+	w := &Watchdog{jobs: s, cfg: cfg, log: log, locks: map[string]bool{}, quiet: map[string]time.Time{},
 		seen: map[string]observation{}, waiting: map[string]bool{},
-		lockCur: fsq.NewDirCursor(s.StateDir(job.Queued))}
+		lockCur: s.StateCursor(job.Queued)}
 	w.touch()
 	return w
 }
@@ -197,7 +200,7 @@ func (w *Watchdog) RunOnce(ctx context.Context) error {
 }
 
 // EventCoalesce is how long the watchdog lets directory events gather
-// before it reads them (fsq.WatchConfig.Coalesce): under a busy queue it
+// before it reads them (spoolstore.StateWatchConfig.Coalesce): under a busy queue it
 // wakes about 50 times a second instead of once per lock made or removed.
 const EventCoalesce = 20 * time.Millisecond
 
@@ -208,14 +211,13 @@ const EventCoalesce = 20 * time.Millisecond
 // rest of the startup reconcile and the first lap over incoming/'s locks
 // go on in steps between the checks and events.
 func (w *Watchdog) Run(ctx context.Context) error {
-	incoming := w.spool.StateDir(job.Queued)
 	// Lock churn is read in batches: every claim and commit makes and
 	// removes a lock, and the set of locks is only used on ticks.
-	wcfg := fsq.WatchConfig{Dirs: []string{incoming}, Rescan: w.cfg.Rescan, NoNotify: w.cfg.NoNotify, Coalesce: EventCoalesce}
+	wcfg := spoolstore.StateWatchConfig{States: []job.State{job.Queued}, Rescan: w.cfg.Rescan, NoNotify: w.cfg.NoNotify, Coalesce: EventCoalesce}
 	wcfg.OnFallback = func(err error) {
 		w.log.Warn().Err(err).Msg("fsnotify unavailable; relying on periodic rescans")
 	}
-	watch := fsq.StartWatch(ctx, wcfg)
+	watch := w.jobs.WatchStates(ctx, wcfg)
 	defer watch.Stop()
 
 	tick := time.NewTicker(w.cfg.Interval)
@@ -223,7 +225,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	defer w.lockCur.Close()
 	ready := false
 	for {
-		if err := fsq.DurabilityErr(); err != nil {
+		if err := w.jobs.DurabilityErr(); err != nil {
 			return durabilityLost(w.log, err)
 		}
 		var more <-chan time.Time // ready at once while background steps are left
@@ -260,7 +262,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				default:
 					w.relistLocks(w.cfg.ListChunk)
 				}
-			case ev.Dir == incoming && strings.HasSuffix(ev.Name, job.LockSuffix):
+			case watch.State(ev) == job.Queued && strings.HasSuffix(ev.Name, job.LockSuffix):
 				id := strings.TrimSuffix(ev.Name, job.LockSuffix)
 				if ev.Created {
 					w.locks[id] = true
@@ -345,7 +347,7 @@ func (w *Watchdog) pruneSeen() {
 // rescanLocks relists the whole of incoming/ and replaces the set of
 // known locks (RunOnce; Run relists in steps).
 func (w *Watchdog) rescanLocks() error {
-	ents, err := fsq.ScanDir(w.spool.StateDir(job.Queued))
+	ents, err := w.jobs.StateNames(job.Queued)
 	if err != nil {
 		return err
 	}
@@ -412,8 +414,7 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	if w.quieted(id, now) {
 		return
 	}
-	lock := w.spool.LockPath(id)
-	fi, err := os.Lstat(lock)
+	fi, err := w.jobs.StatLock(id)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			w.forget(id)
@@ -423,10 +424,10 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 		return
 	}
 	if !fi.IsDir() {
-		w.quarantineLock(id, lock)
+		w.quarantineLock(id)
 		return
 	}
-	h := job.ReadLockHolder(lock)
+	h := w.jobs.LockHolder(id)
 	var unreadableFor time.Duration
 	if h.Err != nil && !h.Foreign() {
 		// How long the owner file has been missing or unreadable: seen
@@ -454,16 +455,16 @@ func (w *Watchdog) checkLock(id string, now time.Time) {
 	}
 	// Whatever the verdict, the job leaves in-progress/ only once every
 	// execution of it is gone: a silent holder's handler may well run.
-	if !w.executionsGone(id, lock) {
+	if !w.executionsGone(id) {
 		return // checked again next interval
 	}
 	// The lock may have changed hands while it was judged: act only if it
 	// still holds what was judged.
-	if !h.Unchanged(lock) {
+	if !w.jobs.HolderUnchanged(id, h) {
 		return
 	}
 	judged := h.Judged()
-	out, err := w.spool.RecoverJudgedLock(id, Actor, reason, judged)
+	out, err := w.jobs.RecoverJudgedLock(id, Actor, reason, judged)
 	w.logOutcome(out, verdict, reason, err)
 	if err != nil {
 		w.quiet[id] = now.Add(w.cfg.Rescan)
@@ -488,8 +489,8 @@ func errClass(err error) string {
 // executionsGone stops whatever still runs of job id (job.StopExecutions)
 // and reports whether it is proven gone. Until then the recovery waits,
 // logged once per job and counted each time.
-func (w *Watchdog) executionsGone(id, lock string) bool {
-	ex := w.spool.StopExecutions(id, lock)
+func (w *Watchdog) executionsGone(id string) bool {
+	ex := w.jobs.StopExecutions(id)
 	if !ex.Waiting {
 		delete(w.waiting, id)
 		return true
@@ -521,7 +522,7 @@ func (w *Watchdog) silence(id string, raw []byte, owner job.Owner, now time.Time
 		return 0, false
 	}
 	seen := "absent"
-	j, err := job.ReadJob(w.spool.JobDir(job.InProgress, owner.Agent, id))
+	j, err := w.jobs.ReadRunning(owner.Agent, id)
 	switch {
 	case err == nil:
 		hb := ""
@@ -529,7 +530,7 @@ func (w *Watchdog) silence(id string, raw []byte, owner job.Owner, now time.Time
 			hb = j.LastHeartbeat.Format(time.RFC3339Nano)
 		}
 		seen = string(j.Status) + " " + j.ClaimToken + " " + hb
-	case !errors.Is(err, fsq.ErrVanished):
+	case !errors.Is(err, job.ErrNotFound): // gone meanwhile: counts as absent
 		seen = "unreadable: " + errClass(err)
 	}
 	return w.unchanged("lock/"+id, string(raw)+"\n"+seen, now), true
@@ -537,11 +538,11 @@ func (w *Watchdog) silence(id string, raw []byte, owner job.Owner, now time.Time
 
 // quarantineLock moves a non-directory planted as a lock (a symlink or a
 // file) out of the way into corrupt/; no holder ever makes one.
-func (w *Watchdog) quarantineLock(id, lock string) {
+func (w *Watchdog) quarantineLock(id string) {
 	l := w.log.With().Str("job_id", id).Logger()
-	q, err := w.spool.Quarantine(lock, "not a directory where a claim lock must be")
+	q, err := w.jobs.QuarantineLock(id, "not a directory where a claim lock must be")
 	if err != nil {
-		if !errors.Is(err, fsq.ErrVanished) {
+		if !errors.Is(err, job.ErrNotFound) {
 			l.Error().Err(err).Msg("cannot quarantine hostile lock")
 			w.quiet[id] = time.Now().Add(w.cfg.Rescan)
 		}
@@ -556,7 +557,7 @@ func (w *Watchdog) quarantineLock(id, lock string) {
 // directory is older than LockGrace. It also learns locks whose creation
 // event was missed.
 func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
-	agents, err := fsq.ScanDir(w.spool.StateDir(job.InProgress))
+	agents, err := w.jobs.StateNames(job.InProgress)
 	if err != nil {
 		return err
 	}
@@ -570,7 +571,7 @@ func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
 		}
 	}()
 	for _, agent := range agents.Dirs {
-		ents, err := fsq.ScanDir(w.spool.AgentDir(agent))
+		ents, err := w.jobs.AgentNames(agent)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -582,7 +583,7 @@ func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
 			if job.ValidateID(id) != nil || w.quieted(id, now) {
 				continue // not a job name: farroctl fsck reports it
 			}
-			if _, err := os.Lstat(w.spool.LockPath(id)); err == nil {
+			if _, err := w.jobs.StatLock(id); err == nil {
 				w.locks[id] = true
 				continue
 			} else if !errors.Is(err, fs.ErrNotExist) {
@@ -591,16 +592,16 @@ func (w *Watchdog) scanInProgress(ctx context.Context, now time.Time) error {
 			key := "job/" + agent + "/" + id
 			present[key] = true
 			age := w.unchanged(key, "no lock", now)
-			if fi, err := os.Lstat(w.spool.JobDir(job.InProgress, agent, id)); err == nil {
-				age = max(age, time.Since(fi.ModTime())) // as for a lock without owner
+			if mt, err := w.jobs.RunningChangedAt(agent, id); err == nil {
+				age = max(age, time.Since(mt)) // as for a lock without owner
 			}
 			if age < w.cfg.LockGrace {
 				continue // a claim or recovery may be under way
 			}
 			reason := fmt.Sprintf("owner died: in-progress job has no lock (agent %s)", agent)
-			out, err := w.spool.Reconcile(id, Actor, reason)
+			out, err := w.jobs.Reconcile(id, Actor, reason)
 			w.logOutcome(out, VerdictNoLock, reason, err)
-			if err != nil && !errors.Is(err, fsq.ErrLocked) {
+			if err != nil && !errors.Is(err, store.ErrBusy) {
 				w.quiet[id] = now.Add(w.cfg.Rescan)
 			}
 		}
@@ -616,7 +617,7 @@ func (w *Watchdog) logOutcome(out job.Outcome, verdict, reason string, err error
 	l := base.With().Str("job_id", out.ID).Logger()
 	counted(out, verdict, err)
 	if err != nil {
-		if errors.Is(err, fsq.ErrLocked) || errors.Is(err, fsq.ErrVanished) {
+		if errors.Is(err, store.ErrBusy) || errors.Is(err, job.ErrNotFound) {
 			l.Debug().Err(err).Msg("job taken by someone else meanwhile")
 			return
 		}
@@ -629,9 +630,9 @@ func (w *Watchdog) logOutcome(out job.Outcome, verdict, reason string, err error
 	case out.Action == "quarantined":
 		l.Error().Str("cause", reason).Str("path", out.Detail).Msg("corrupt job quarantined")
 	case out.From != "" && out.To != "":
-		j, rerr := job.ReadJob(w.spool.JobDir(out.To, "", out.ID))
+		j, rerr := w.jobs.ReadIn(out.To, out.ID)
 		if rerr != nil { // already moved on (managerd is fast): log what we know
-			j = &job.Job{ID: out.ID, Status: out.To, Reason: reason, Kind: w.kindOf(out.ID)}
+			j = &job.Job{ID: out.ID, Status: out.To, Reason: reason, Kind: w.jobs.KindOf(out.ID)}
 		}
 		logx.Transition(base.With().Str("cause", reason).Logger(), j, out.From)
 	default:
@@ -643,23 +644,8 @@ func (w *Watchdog) logOutcome(out job.Outcome, verdict, reason string, err error
 	}
 }
 
-// kindOf returns the kind of job id wherever it is now ("" if it cannot
-// be read): a job's kind never changes.
-func (w *Watchdog) kindOf(id string) string {
-	locs, err := w.spool.Locate(id)
-	if err != nil {
-		return ""
-	}
-	for _, loc := range locs {
-		if j, err := job.ReadJob(loc.Dir); err == nil {
-			return j.Kind
-		}
-	}
-	return ""
-}
-
 // durabilityLost ends Run after a failed fsync or syncfs of this process
-// (fsq.DurabilityErr): nothing it writes can be promised durable any
+// (spoolstore.Store.DurabilityErr): nothing it writes can be promised durable any
 // more, so it stops and exits non-zero; its restart and the recovery that
 // follows read the truth from disk.
 func durabilityLost(log zerolog.Logger, err error) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/farro-dev/farro/internal/proc"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // TestMain checks for leaked goroutines, then stops the private
@@ -80,7 +81,7 @@ func setup(t *testing.T, cfg Config) *env {
 	if cfg.Now == nil {
 		cfg.Now = ck.Now
 	}
-	return &env{s: s, w: New(s, cfg, logx.New(lb, Actor, "debug")), log: lb, clock: ck}
+	return &env{s: s, w: New(spoolstore.New(s), cfg, logx.New(lb, Actor, "debug")), log: lb, clock: ck}
 }
 
 var holder = job.Holder{Actor: "agentd/t1", Agent: "t1"}

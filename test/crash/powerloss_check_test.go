@@ -178,7 +178,7 @@ func plCheck(dir string, tree *plTree, exp *plExpect) (plCounts, []string, error
 		return cnt, nil, err
 	}
 	ctx := context.Background()
-	wd := watchdog.New(s, watchdog.Config{}, log.With().Str("app", "watchdogd").Logger())
+	wd := watchdog.New(spoolstore.New(s), watchdog.Config{}, log.With().Str("app", "watchdogd").Logger())
 	mg := manager.New(spoolstore.New(s), manager.Config{}, log.With().Str("app", "managerd").Logger())
 	prev := [32]byte{}
 	for round := 0; round < 3; round++ {

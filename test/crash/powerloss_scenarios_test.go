@@ -158,7 +158,7 @@ func (e *plEnv) pass(fn func(), expect map[string][]string) {
 
 func (e *plEnv) watchdogPass() func() {
 	return func() {
-		w := watchdog.New(e.s, watchdog.Config{}, zerolog.Nop())
+		w := watchdog.New(spoolstore.New(e.s), watchdog.Config{}, zerolog.Nop())
 		if err := w.RunOnce(context.Background()); err != nil {
 			e.t.Fatalf("watchdog pass: %v", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/farro-dev/farro/internal/watchdog"
 	"github.com/farro-dev/farro/pkg/fsq"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 // mountSmall mounts a tmpfs of size bytes (and few inodes) at a fresh
@@ -121,7 +122,7 @@ func TestFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wlog syncBuf
-	w := watchdog.New(s, watchdog.Config{Interval: 50 * time.Millisecond, CrashThreshold: 30 * time.Second, LockGrace: time.Second, Rescan: time.Second}, zerolog.New(&wlog))
+	w := watchdog.New(spoolstore.New(s), watchdog.Config{Interval: 50 * time.Millisecond, CrashThreshold: 30 * time.Second, LockGrace: time.Second, Rescan: time.Second}, zerolog.New(&wlog))
 	defer func() {
 		if t.Failed() {
 			t.Logf("watchdog log:\n%s", wlog.String())

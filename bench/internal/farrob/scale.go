@@ -318,7 +318,7 @@ func (b Bins) scaleCompleted(cfg ScaleConfig, r *ScaleResult, roots *[]string) e
 	if r.MDRetentionCycle, err = timed(mr.RunOnce); err != nil {
 		return err
 	}
-	w := watchdog.New(s, watchdog.Config{}, nop)
+	w := watchdog.New(spoolstore.New(s), watchdog.Config{}, nop)
 	if r.WDCycle1, err = timed(w.RunOnce); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/farro-dev/farro/internal/watchdog"
 	"github.com/farro-dev/farro/pkg/job"
+	"github.com/farro-dev/farro/pkg/store/spoolstore"
 )
 
 func TestDeadHolderLeavesAJobTheWatchdogRecovers(t *testing.T) {
@@ -28,7 +29,7 @@ func TestDeadHolderLeavesAJobTheWatchdogRecovers(t *testing.T) {
 	if _, err := os.Lstat(s.LockPath(ids[1])); err != nil {
 		t.Fatalf("the dead holder's lock: %v", err)
 	}
-	if err := watchdog.New(s, watchdog.Config{}, zerolog.Nop()).RunOnce(t.Context()); err != nil {
+	if err := watchdog.New(spoolstore.New(s), watchdog.Config{}, zerolog.Nop()).RunOnce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	at, ok := EventTime(s, ids[1], job.Stale, start)
