@@ -19,7 +19,9 @@ import (
 // the claimable job IDs
 // ordered by priority (highest first), then age (oldest first), then id.
 // It is fed by directory events and by refills (a listing of incoming/),
-// so a claim never reads the whole directory.
+// so a claim never reads the whole directory. A job that leaves
+// incoming/ stays held until a claim of it fails or a full listing does
+// not find it (a removal event does not touch the heap).
 //
 // Bounded. The index holds at most cap candidates (and at most cap parked
 // jobs per kind): the best by (priority, age, id). When it drops some,
@@ -178,35 +180,47 @@ func estimate(id string, prio int, hinted bool) cand {
 func (c *cand) timeless() bool { return !c.read && c.created == math.MaxInt64 }
 
 // add reads incoming/<id>/job.json and queues the id, once. Unreadable jobs
-// are queued anyway: the claim quarantines them.
+// are queued anyway: the claim quarantines them. The id is marked known
+// only as it is queued, not while it is read: a claim's listing (see
+// indexed.claim) that finds it known must find it in the heap too, or it
+// would pass it over for a worse job.
 func (x *index) add(id string) {
-	if job.ValidateID(id) != nil || !x.reserve(id) {
+	if job.ValidateID(id) != nil {
+		return
+	}
+	x.mu.Lock()
+	ok := x.addable(id)
+	x.mu.Unlock()
+	if !ok {
 		return
 	}
 	c := estimate(id, 0, false)
 	if !x.read(&c) {
-		x.mu.Lock()
-		delete(x.known, id)
-		x.mu.Unlock()
 		return
 	}
 	if c.priority != 0 && c.kind != "" {
 		x.repairHint(c) // a refill must see its priority if it is dropped
 	}
-	x.push([]cand{c})
+	x.mu.Lock()
+	if !x.addable(id) { // a refill took it meanwhile
+		x.mu.Unlock()
+		return
+	}
+	x.known[id] = struct{}{}
+	heap.Push(&x.h, c)
+	x.trim()
+	x.mu.Unlock()
+	x.signal()
 }
 
-// reserve marks id known; false if it already is, or is skipped.
-func (x *index) reserve(id string) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// addable reports whether id is neither known nor skipped (mu held).
+func (x *index) addable(id string) bool {
 	if _, ok := x.known[id]; ok {
 		return false
 	}
 	if until, ok := x.skip[id]; ok && time.Now().Before(until) {
 		return false
 	}
-	x.known[id] = struct{}{}
 	return true
 }
 
@@ -586,6 +600,24 @@ func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 			parked[id] = false
 		}
 	}
+	// The candidates held: those a full listing does not find left
+	// incoming/ (their removal events not read yet), and those estimated
+	// without a hint get the priority of one the hints' listing finds (a
+	// job listed by an earlier refill whose listing of the hints came
+	// before its submit wrote the hint).
+	var inHeap map[string]bool
+	if !hintsOnly {
+		inHeap = make(map[string]bool, len(x.h))
+	}
+	unhinted := map[string]struct{}{}
+	for i := range x.h {
+		if inHeap != nil {
+			inHeap[x.h[i].id] = false
+		}
+		if !x.h[i].read && !x.h[i].hinted {
+			unhinted[x.h[i].id] = struct{}{}
+		}
+	}
 	x.mu.Unlock()
 
 	// Hints first, into their own selection. A positive hint's estimate
@@ -597,6 +629,7 @@ func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 	// default priority.
 	hsel := newSelection(x.cap)
 	neg := map[string]struct{}{}
+	rehint := map[string]int32{}
 	pruned := 0
 	// A hints' directory that cannot be listed costs only order: the
 	// listing below still finds every job.
@@ -605,7 +638,13 @@ func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 		if prio < 0 && len(neg) < maxNegative {
 			neg[id] = struct{}{}
 		}
-		if _, ok := held[id]; ok || !after(e) {
+		if _, ok := held[id]; ok {
+			if _, ok := unhinted[id]; ok && prio > 0 {
+				rehint[id] = e.priority
+			}
+			return
+		}
+		if !after(e) {
 			return
 		}
 		if !hsel.wouldTake(e) || worst != nil && !e.before(worst) {
@@ -623,6 +662,11 @@ func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 		}
 		hsel.offer(e)
 	})
+	if len(rehint) > 0 {
+		x.mu.Lock()
+		x.rehint(rehint)
+		x.mu.Unlock()
+	}
 	hinted := x.merge(hsel, now)
 	if hintsOnly {
 		if signal {
@@ -649,6 +693,9 @@ func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 		count++
 		if _, ok := parked[name]; ok {
 			parked[name] = true
+		}
+		if _, ok := inHeap[name]; ok {
+			inHeap[name] = true
 		}
 		if _, ok := held[name]; ok {
 			return nil
@@ -689,11 +736,69 @@ func (x *index) refillSignal(hintsOnly, signal bool) (int, error) {
 			x.unparkID(id)
 		}
 	}
+	gone := x.dropUnlisted(inHeap)
 	x.mu.Unlock()
+	for _, id := range gone {
+		// Back in incoming/ since (moved out and in again): its event
+		// may have found it still known.
+		if _, err := os.Lstat(x.spool.JobDir(job.Queued, "", id)); err == nil {
+			x.add(id)
+		}
+	}
 	if signal {
 		x.signal() // also when nothing was new: a slot waits for this refill
 	}
 	return len(hinted) + len(listed), nil
+}
+
+// dropUnlisted drops the candidates held since before a full listing of
+// incoming/ that it did not find (inHeap: id -> listed), and returns
+// them (mu held). They left incoming/ and their removal events are not
+// read yet (a removal does not touch the heap): held, they would be
+// handed out before the jobs listed, and a claim of one of them takes
+// nothing.
+func (x *index) dropUnlisted(inHeap map[string]bool) []string {
+	var gone map[string]struct{}
+	for id, listed := range inHeap {
+		if !listed {
+			if gone == nil {
+				gone = map[string]struct{}{}
+			}
+			gone[id] = struct{}{}
+		}
+	}
+	if gone == nil {
+		return nil
+	}
+	var ids []string
+	kept := x.h[:0]
+	for _, c := range x.h {
+		if _, ok := gone[c.id]; ok {
+			delete(x.known, c.id)
+			ids = append(ids, c.id)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(x.h[len(kept):])
+	x.h = kept
+	heap.Init(&x.h)
+	return ids
+}
+
+// rehint gives the candidates estimated without a hint the priority of
+// their hint (prio: id -> hinted priority), which is better (mu held).
+func (x *index) rehint(prio map[string]int32) {
+	changed := false
+	for i := range x.h {
+		c := &x.h[i]
+		if p, ok := prio[c.id]; ok && !c.read && !c.hinted && p > c.priority {
+			c.priority, c.hinted, changed = p, true, true
+		}
+	}
+	if changed {
+		heap.Init(&x.h)
+	}
 }
 
 // merge adds what sel took that the index does not hold meanwhile (an

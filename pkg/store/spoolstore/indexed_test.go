@@ -142,7 +142,7 @@ func TestIndexedParksKindsNotAskedFor(t *testing.T) {
 // by reason; a claim that does is counted with how long its job waited.
 func TestIndexedClaimFailuresCounted(t *testing.T) {
 	t.Parallel()
-	var log bytes.Buffer
+	var log lockedBuffer // the index's goroutine logs its refills meanwhile
 	var mu sync.Mutex
 	var reasons []string
 	var waits []time.Duration
@@ -188,6 +188,24 @@ func TestIndexedClaimFailuresCounted(t *testing.T) {
 	}
 }
 
+// lockedBuffer is a log sink that goroutines may write while it is read.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // WaitQueued wakes when a job arrives; a closed store claims nothing.
 func TestIndexedWaitQueuedAndClose(t *testing.T) {
 	t.Parallel()
@@ -221,5 +239,53 @@ func TestIndexedWaitQueuedAndClose(t *testing.T) {
 	}
 	if _, err := st.WaitQueued(context.Background(), time.Hour); err == nil {
 		t.Error("WaitQueued after Close: no error")
+	}
+}
+
+// A job that left incoming/ behind the index's back (its removal event
+// not read yet) and that the index had read (by its arrival event) does
+// not hide a queued job from a claim: the claim's listing of a small
+// incoming/ drops it, and the queued job is claimed.
+func TestIndexedClaimPassesJobsGoneBehindItsBack(t *testing.T) {
+	t.Parallel()
+	st, sp := indexedStore(t, IndexConfig{Log: zerolog.Nop(), NoNotify: true, Rescan: time.Hour})
+	queued := submitMany(t, sp, requests(1, func(int) int { return 1 }))[0]
+	<-st.Listed()
+	gone := submitMany(t, sp, requests(1, func(int) int { return 5 }))[0]
+	st.ix.x.add(gone.ID) // its arrival event: read, the best candidate
+	if err := os.Rename(sp.JobDir(job.Queued, "", gone.ID), filepath.Join(t.TempDir(), gone.ID)); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Claim(t.Context(), holder, store.ClaimOptions{Max: 1})
+	if err != nil || len(cs) != 1 || cs[0].Job().ID != queued.ID {
+		t.Fatalf("claim: %v, %v; want the queued %s", claimIDs(cs), err, queued.ID)
+	}
+}
+
+// A job listed by a refill whose listing of the hints came before the
+// job's hint was written (a submit in between) is estimated at the
+// default priority; the claim's own listing of the hints corrects it, so
+// that the job is claimed before a worse one.
+func TestIndexedClaimSeesHintMissedByARefill(t *testing.T) {
+	t.Parallel()
+	st, sp := indexedStore(t, IndexConfig{Log: zerolog.Nop(), NoNotify: true, Rescan: time.Hour})
+	worse := submitMany(t, sp, requests(1, func(int) int { return 1 }))[0]
+	<-st.Listed()
+	best := submitMany(t, sp, requests(1, func(int) int { return 5 }))[0]
+	// A refill that listed the hints before best's was written.
+	hint := filepath.Join(sp.HintDir(), job.HintName(5, best.ID))
+	aside := filepath.Join(t.TempDir(), "hint")
+	if err := os.Rename(hint, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ix.x.rescan(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, hint); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Claim(t.Context(), holder, store.ClaimOptions{Max: 1})
+	if err != nil || len(cs) != 1 || cs[0].Job().ID != best.ID {
+		t.Fatalf("claim: %v, %v; want the priority-5 %s before %s", claimIDs(cs), err, best.ID, worse.ID)
 	}
 }
