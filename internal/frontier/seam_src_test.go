@@ -2,12 +2,9 @@ package frontier
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/farro-dev/farro/internal/seamcheck"
 )
 
 // TestNoJobDoorButTheStore reads the frontier's source: jobs are reached
@@ -18,33 +15,10 @@ import (
 // job (Locate, JobDir, StateDir, SubmitMany, Move, ...).
 func TestNoJobDoorButTheStore(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	checked := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checked++
-		jobPkg := ""
-		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			if p == "github.com/farro-dev/farro/pkg/job" {
-				jobPkg = "job"
-				if imp.Name != nil {
-					jobPkg = imp.Name.Name
-				}
-			}
-		}
+	seamcheck.Each(t, "the frontier", 10, func(f seamcheck.File) {
+		fset, jobPkg := f.Fset, f.JobPkg
 		spoolTypes := 0
-		ast.Inspect(f, func(n ast.Node) bool {
+		ast.Inspect(f.AST, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.CallExpr:
 				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
@@ -56,7 +30,7 @@ func TestNoJobDoorButTheStore(t *testing.T) {
 				if sel, ok := n.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Spool" {
 					if id, ok := sel.X.(*ast.Ident); ok && id.Name == jobPkg {
 						spoolTypes++
-						if spoolTypes > 1 || name != "frontier.go" {
+						if spoolTypes > 1 || f.Name != "frontier.go" {
 							t.Errorf("%s: a *job.Spool besides Config.Spool", fset.Position(n.Pos()))
 						}
 					}
@@ -69,8 +43,5 @@ func TestNoJobDoorButTheStore(t *testing.T) {
 			}
 			return true
 		})
-	}
-	if checked < 10 {
-		t.Fatalf("checked %d files of the frontier, want all of them", checked)
-	}
+	})
 }

@@ -1,13 +1,9 @@
 package watchdog
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/farro-dev/farro/internal/seamcheck"
 )
 
 // jobFuncs are the functions of pkg/job the watchdog may call: they
@@ -34,61 +30,5 @@ var osAllowed = map[string]bool{"shared.go": true}
 // the store).
 func TestNoJobDoorButTheStore(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	checked := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checked++
-		jobPkg := ""
-		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			switch p {
-			case "github.com/farro-dev/farro/pkg/fsq":
-				t.Errorf("%s: imports pkg/fsq: the spool is reached through the spool store", fset.Position(imp.Pos()))
-			case "os":
-				if !osAllowed[name] {
-					t.Errorf("%s: imports os: the spool's files are reached through the spool store", fset.Position(imp.Pos()))
-				}
-			case "github.com/farro-dev/farro/pkg/job":
-				jobPkg = "job"
-				if imp.Name != nil {
-					jobPkg = imp.Name.Name
-				}
-			}
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.SelectorExpr:
-				if id, ok := n.X.(*ast.Ident); ok && jobPkg != "" && id.Name == jobPkg && n.Sel.Name == "Spool" {
-					t.Errorf("%s: job.Spool: jobs are reached through the spool store", fset.Position(n.Pos()))
-				}
-			case *ast.CallExpr:
-				sel, ok := n.Fun.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				if id, ok := sel.X.(*ast.Ident); ok && jobPkg != "" && id.Name == jobPkg {
-					if !jobFuncs[sel.Sel.Name] {
-						t.Errorf("%s: calls job.%s: jobs are read and changed through the spool store", fset.Position(n.Pos()), sel.Sel.Name)
-					}
-				} else if sel.Sel.Name == "Spool" {
-					t.Errorf("%s: asks for the spool behind the store: jobs are reached through the store", fset.Position(n.Pos()))
-				}
-			}
-			return true
-		})
-	}
-	if checked < 5 {
-		t.Fatalf("checked %d files of the watchdog, want all of them", checked)
-	}
+	seamcheck.SpoolStoreOnly{JobFuncs: jobFuncs, OSAllowed: osAllowed, MinFiles: 5}.Check(t, "the watchdog")
 }
