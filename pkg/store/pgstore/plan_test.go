@@ -162,16 +162,7 @@ func explainAnalyze(t *testing.T, c *pgx.Conn, sql string, args ...any) (planNod
 // finished at the same time, those without finished_at included.
 func TestRetentionReadsOnlyDueJobs(t *testing.T) {
 	t.Parallel()
-	url := freshDB(t)
-	if _, err := Migrate(ctxT(t), url); err != nil {
-		t.Fatal(err)
-	}
-	log := &queryLog{}
-	s, err := Open(ctxT(t), url, WithScratch(t.TempDir()), func(c *config) { c.tracer = log })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, log, url := loggedStore(t)
 	c := sqlConn(t, url)
 	const notDue, due, noFinish = 20000, 1200, 5
 	// Retained, not due: succeeded and killed jobs that finished now,
@@ -274,16 +265,7 @@ func TestRetentionReadsOnlyDueJobs(t *testing.T) {
 // all say otherwise, and with older jobs in other states.
 func TestOldestQueuedReadsOneEntry(t *testing.T) {
 	t.Parallel()
-	url := freshDB(t)
-	if _, err := Migrate(ctxT(t), url); err != nil {
-		t.Fatal(err)
-	}
-	log := &queryLog{}
-	s, err := Open(ctxT(t), url, WithScratch(t.TempDir()), func(c *config) { c.tracer = log })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, log, url := loggedStore(t)
 	if id, at, err := s.OldestQueued(ctxT(t)); err != nil || id != "" || !at.IsZero() {
 		t.Fatalf("OldestQueued of an empty queue: %q %v %v", id, at, err)
 	}
@@ -408,16 +390,7 @@ func TestClaimAfterABurstReadsTheIndexHead(t *testing.T) {
 // their IDs come first.
 func TestDueDeferredListingReadsOnlyDueJobs(t *testing.T) {
 	t.Parallel()
-	url := freshDB(t)
-	if _, err := Migrate(ctxT(t), url); err != nil {
-		t.Fatal(err)
-	}
-	log := &queryLog{}
-	s, err := Open(ctxT(t), url, WithScratch(t.TempDir()), func(c *config) { c.tracer = log })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, log, url := loggedStore(t)
 	c := sqlConn(t, url)
 	const later, due = 30000, 40
 	for _, q := range []string{
@@ -461,4 +434,21 @@ func TestDueDeferredListingReadsOnlyDueJobs(t *testing.T) {
 			t.Errorf("%s: the listing read %.0f rows of jobs for %d due jobs (%d deferred for later):\n%s", mode, read, due, later, text)
 		}
 	}
+}
+
+// loggedStore is a store on a fresh migrated database whose statements
+// (with their arguments) are logged, for a test that explains them.
+func loggedStore(t *testing.T) (*Store, *queryLog, string) {
+	t.Helper()
+	url := freshDB(t)
+	if _, err := Migrate(ctxT(t), url); err != nil {
+		t.Fatal(err)
+	}
+	log := &queryLog{}
+	s, err := Open(ctxT(t), url, WithScratch(t.TempDir()), func(c *config) { c.tracer = log })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, log, url
 }
